@@ -1,0 +1,35 @@
+"""Text environments for tool-using agents, registered with Gymnasium.
+
+``import envs`` registers ``agentrl/BugFix-v0`` and ``agentrl/LongHorizon-v0`` (the only place
+``gymnasium.register`` is called). ``envs.make`` builds one with the optional context-compression
+wrapper on top.
+"""
+
+from __future__ import annotations
+
+import gymnasium
+
+BUGFIX_ID = "agentrl/BugFix-v0"
+LONG_HORIZON_ID = "agentrl/LongHorizon-v0"
+ENV_IDS = (BUGFIX_ID, LONG_HORIZON_ID)
+
+for _env_id, _entry_point in (
+    (BUGFIX_ID, "envs.bugfix:BugFixEnv"),
+    (LONG_HORIZON_ID, "envs.long_horizon:LongHorizonEnv"),
+):
+    if _env_id not in gymnasium.registry:
+        # No TimeLimit wrapper: each env owns its turn limit and reports stop_reason=max_turns.
+        gymnasium.register(id=_env_id, entry_point=_entry_point, disable_env_checker=True)
+
+
+def make(env_id: str, compression: dict | None = None, **env_kwargs) -> gymnasium.Env:
+    """``gymnasium.make(env_id, **env_kwargs)``, wrapped in ``ContextCompression(**compression)``
+    when ``compression`` is given and its ``strategy`` is not ``"none"``."""
+    if env_id not in ENV_IDS:
+        raise ValueError(f"unknown env id {env_id!r}; allowed: {', '.join(ENV_IDS)}")
+    env = gymnasium.make(env_id, **env_kwargs)
+    if compression and compression.get("strategy", "none") != "none":
+        from envs.compression import ContextCompression
+
+        env = ContextCompression(env, **compression)
+    return env
