@@ -1,0 +1,32 @@
+# The two commands the README starts with: `make demo` (main job) and `make test` (test suite).
+# Both create .venv if missing and install the project with its dev extra from pyproject.toml.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: venv demo test claims bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# The main job: a small compute-matched GRPO-vs-PPO comparison with a report.
+demo: $(STAMP)
+	$(PY) -m experiments.reproduce_claims
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+claims: $(STAMP)
+	$(PY) -m experiments.reproduce_claims
+
+bench: $(STAMP)
+	$(PY) -m experiments.bench envs
+
+clean:
+	rm -rf $(VENV) outputs multirun runs .pytest_cache .hypothesis
