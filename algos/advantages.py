@@ -1,0 +1,236 @@
+"""Advantage estimators: GRPO group-relative advantages and GAE across episode and segment ends.
+
+Pure math: tensors in, tensors out; no environment, no I/O. Boundary semantics (DESIGN.md):
+
+- ``terminated[t]``: the task ended after the action at ``t``. No bootstrap from the next state and
+  the GAE recursion stops.
+- ``truncated[t]``: an outside limit cut the episode after ``t``. Bootstrap from ``next_values[t]``
+  (V of the real next state), but the recursion stops.
+- compression boundary: neither flag. Bootstrap from ``next_values[t]`` = V(compressed context the
+  episode actually continued from) and the recursion continues into the next segment, laid out
+  later in the same row.
+- ``mask``: marks decision (action) positions. Everything else (observations, padding, prompt) is
+  skipped by the recursion and gets advantage 0 and return 0.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+from torch import Tensor
+
+# std convention name -> delta degrees of freedom of the group std (None: do not divide by a std).
+STD_CONVENTIONS: dict[str, int | None] = {
+    "population": 0,  # the document's convention: [0, 0, 1, 1] -> std 0.5
+    "sample": 1,  # Bessel-corrected: [0, 0, 1, 1] -> std sqrt(1/3)
+    "none": None,  # Dr. GRPO style: A = r - mean, no division
+}
+
+
+def _ddof_for(std: str) -> int | None:
+    if std not in STD_CONVENTIONS:
+        allowed = ", ".join(repr(k) for k in STD_CONVENTIONS)
+        raise ValueError(f"unknown std convention {std!r}; allowed: {allowed}")
+    return STD_CONVENTIONS[std]
+
+
+def _check_unit_interval(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _as_float(name: str, x: Tensor) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype.is_floating_point:
+        return x
+    if x.dtype.is_complex:
+        raise ValueError(f"{name} must be real-valued, got dtype {x.dtype}")
+    return x.to(torch.get_default_dtype())
+
+
+def _as_bool(name: str, x: Tensor) -> Tensor:
+    """A bool tensor from a bool tensor or a numeric tensor holding only 0 and 1."""
+    if not isinstance(x, Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype == torch.bool:
+        return x
+    if not bool(((x == 0) | (x == 1)).all()):
+        bad = x[(x != 0) & (x != 1)].flatten()[0].item()
+        raise ValueError(f"{name} must be bool or hold only 0/1 values, found {bad!r}")
+    return x != 0
+
+
+def _group_index(group_ids: Tensor, n: int) -> tuple[Tensor, int]:
+    if not isinstance(group_ids, Tensor):
+        raise ValueError(f"group_ids must be a torch.Tensor, got {type(group_ids).__name__}")
+    if group_ids.dtype.is_floating_point or group_ids.dtype.is_complex or group_ids.dtype == torch.bool:
+        raise ValueError(f"group_ids must be an integer tensor (int64), got dtype {group_ids.dtype}")
+    if group_ids.shape != (n,):
+        raise ValueError(f"group_ids must have shape ({n},) like rewards, got {tuple(group_ids.shape)}")
+    uniques, inverse = torch.unique(group_ids, return_inverse=True)
+    return inverse, int(uniques.numel())
+
+
+def group_mean_std(
+    rewards: Tensor, group_ids: Tensor, std: str = "population"
+) -> tuple[Tensor, Tensor, Tensor]:
+    """mean_g = sum_{i in g} r_i / n_g;  std_g = sqrt(sum_{i in g} (r_i - mean_g)^2 / (n_g - ddof)).
+
+    Shapes: ``rewards`` [N] float, ``group_ids`` [N] integer (any values, any order). Returns three
+    [N] tensors broadcast back to the members: the group mean, the group std and ``constant`` (bool,
+    True where every reward of the member's group is identical, singleton groups included).
+    ``std`` names the convention: "population" (ddof=0), "sample" (ddof=1); for "none" the std is
+    all ones. For a constant group the std is exactly 0 (any convention except "none").
+    """
+    ddof = _ddof_for(std)
+    rewards = _as_float("rewards", rewards)
+    if rewards.dim() != 1:
+        raise ValueError(f"rewards must be 1-D [N], got shape {tuple(rewards.shape)}")
+    n = rewards.shape[0]
+    inverse, n_groups = _group_index(group_ids, n)
+
+    counts = torch.zeros(n_groups, dtype=rewards.dtype).index_add_(0, inverse, torch.ones_like(rewards))
+    sums = torch.zeros(n_groups, dtype=rewards.dtype).index_add_(0, inverse, rewards)
+    mean = (sums / counts)[inverse]
+    lo = torch.full((n_groups,), math.inf, dtype=rewards.dtype).scatter_reduce(0, inverse, rewards, "amin")
+    hi = torch.full((n_groups,), -math.inf, dtype=rewards.dtype).scatter_reduce(0, inverse, rewards, "amax")
+    constant = (lo == hi)[inverse]
+    if ddof is None:
+        return mean, torch.ones_like(rewards), constant
+    centered = torch.where(constant, torch.zeros_like(rewards), rewards - mean)
+    sq = torch.zeros(n_groups, dtype=rewards.dtype).index_add_(0, inverse, centered * centered)
+    # (n_g - ddof) >= 1 for every non-constant group (it has >= 2 members); clamp keeps constant
+    # singleton groups under ddof=1 at 0 / 1 instead of 0 / 0.
+    group_std = torch.sqrt(sq / (counts - ddof).clamp(min=1.0))[inverse]
+    return mean, torch.where(constant, torch.zeros_like(group_std), group_std), constant
+
+
+def group_advantages(
+    rewards: Tensor, group_ids: Tensor, std: str = "population", eps: float = 1e-6
+) -> Tensor:
+    """A_i = (r_i - mean_g) / (std_g + eps)   (std="none": A_i = r_i - mean_g), g the group of i.
+
+    Shapes: ``rewards`` [N] (float; int/bool are converted), ``group_ids`` [N] integer; members of a
+    group share an id, ids need not be contiguous or sorted. Returns [N].
+    ``std``: "population" (ddof=0, the document's convention and the default), "sample" (ddof=1),
+    "none" (no division). ``eps`` >= 0 guards the division; it never creates signal: groups whose
+    rewards are all identical (singletons included) get exactly 0.0, not r/eps-sized noise.
+    """
+    _ddof_for(std)
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not (eps >= 0.0 and math.isfinite(eps)):
+        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
+    mean, group_std, constant = group_mean_std(rewards, group_ids, std)
+    rewards = _as_float("rewards", rewards)
+    centered = torch.where(constant, torch.zeros_like(rewards), rewards - mean)
+    if STD_CONVENTIONS[std] is None:
+        return centered
+    # Constant groups have centered == 0 and std == 0: keep the denominator at 1 so that
+    # eps=0 gives 0 / 1 = 0 there rather than 0 / 0.
+    denom = torch.where(constant, torch.ones_like(group_std), group_std + eps)
+    return centered / denom
+
+
+def _check_gae_inputs(
+    rewards: Tensor,
+    values: Tensor,
+    next_values: Tensor,
+    terminated: Tensor,
+    truncated: Tensor,
+    mask: Tensor | None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    named = {
+        "rewards": rewards,
+        "values": values,
+        "next_values": next_values,
+        "terminated": terminated,
+        "truncated": truncated,
+    }
+    if mask is not None:
+        named["mask"] = mask
+    for name, x in named.items():
+        if not isinstance(x, Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    shape = rewards.shape
+    if len(shape) != 2:
+        raise ValueError(f"rewards must be 2-D [B, T], got shape {tuple(shape)}")
+    for name, x in named.items():
+        if x.shape != shape:
+            raise ValueError(
+                f"{name} has shape {tuple(x.shape)}, expected {tuple(shape)} (the shape of rewards)"
+            )
+    floats = [_as_float(n, x) for n, x in (("rewards", rewards), ("values", values), ("next_values", next_values))]
+    dtype = torch.promote_types(torch.promote_types(floats[0].dtype, floats[1].dtype), floats[2].dtype)
+    r, v, nv = (x.to(dtype) for x in floats)
+    term = _as_bool("terminated", terminated)
+    trunc = _as_bool("truncated", truncated)
+    m = torch.ones(shape, dtype=torch.bool) if mask is None else _as_bool("mask", mask)
+    return r, v, nv, term, trunc, m
+
+
+def gae(
+    rewards: Tensor,
+    values: Tensor,
+    next_values: Tensor,
+    terminated: Tensor,
+    truncated: Tensor,
+    gamma: float,
+    lam: float,
+    mask: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """delta_t = r_t + gamma * (1 - terminated_t) * V'_t - V_t;
+    A_t = delta_t + gamma * lam * (1 - (terminated_t | truncated_t)) * A_next;  R_t = A_t + V_t.
+
+    Shapes: every input [B, T]; rewards/values/next_values float, terminated/truncated bool (or 0/1).
+    ``next_values[t]`` = V'_t is the value of the state the episode actually continued to after the
+    action at t (after a compression: the compressed context). ``mask`` [B, T] bool (or 0/1) marks
+    the decision positions (None: all). "next" is the next position t' > t in the same row with
+    mask=1: the recursion jumps over masked positions, whose rewards, values and flags are ignored
+    and whose advantage and return are 0. A compression boundary carries neither flag, so the
+    recursion continues into the next segment of the same row; ``terminated`` stops bootstrap and
+    recursion, ``truncated`` only the recursion. ``gamma`` and ``lam`` in [0, 1].
+    Returns ``(advantages, returns)``, both [B, T] in the promoted float dtype of the inputs.
+    A backward loop over T (only columns holding any action), vectorized over B.
+    """
+    gamma = _check_unit_interval("gamma", gamma)
+    lam = _check_unit_interval("lam", lam)
+    r, v, nv, term, trunc, m = _check_gae_inputs(rewards, values, next_values, terminated, truncated, mask)
+    batch, horizon = r.shape
+    delta = r + gamma * (~term).to(r.dtype) * nv - v
+    carry_factor = gamma * lam * (~(term | trunc)).to(r.dtype)
+    zero = torch.zeros(batch, dtype=r.dtype)
+    columns = [zero] * horizon
+    carry = zero  # advantage at the next action position of each row (0 past the row's end)
+    active = m.any(dim=0).tolist()
+    for t in range(horizon - 1, -1, -1):
+        if not active[t]:
+            continue
+        here = delta[:, t] + carry_factor[:, t] * carry
+        columns[t] = torch.where(m[:, t], here, zero)
+        carry = torch.where(m[:, t], here, carry)
+    advantages = torch.stack(columns, dim=1) if horizon else torch.zeros_like(r)
+    returns = torch.where(m, advantages + v, torch.zeros_like(advantages))
+    return advantages, returns
+
+
+def discounted_returns(
+    rewards: Tensor,
+    terminated: Tensor,
+    truncated: Tensor,
+    gamma: float,
+    mask: Tensor | None = None,
+) -> Tensor:
+    """G_t = r_t + gamma * (1 - (terminated_t | truncated_t)) * G_next   (Monte Carlo return-to-go).
+
+    Shapes and mask as in :func:`gae` ([B, T]; "next" = next mask=1 position in the row, masked
+    positions get 0). No value function is involved, so a truncated episode is cut without a
+    bootstrap. Computed as ``gae`` with V = V' = 0 and lam = 1, i.e. the same recursion.
+    """
+    if not isinstance(rewards, Tensor):
+        raise ValueError(f"rewards must be a torch.Tensor, got {type(rewards).__name__}")
+    zeros = torch.zeros_like(_as_float("rewards", rewards))
+    advantages, _ = gae(rewards, zeros, zeros, terminated, truncated, gamma=gamma, lam=1.0, mask=mask)
+    return advantages

@@ -1,0 +1,425 @@
+"""algos.advantages: hand-computed numbers, a per-row Python loop reference, and invariances."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from algos.advantages import STD_CONVENTIONS, discounted_returns, gae, group_advantages, group_mean_std
+
+PROPERTY = settings(max_examples=50, deadline=None)
+F64 = torch.float64
+
+
+def row(*xs, dtype=F64):
+    return torch.tensor([list(xs)], dtype=dtype)
+
+
+def flags(*xs):
+    return torch.tensor([list(xs)], dtype=torch.bool)
+
+
+# ------------------------------------------------------------------ reference implementations
+
+
+def group_reference(rewards, ids, std, eps):
+    """Per-group Python loop with the statistics module."""
+    out = [0.0] * len(rewards)
+    for g in set(ids):
+        members = [i for i, x in enumerate(ids) if x == g]
+        rs = [rewards[i] for i in members]
+        if len(set(rs)) == 1:
+            continue  # constant group: exactly 0
+        mean = statistics.fmean(rs)
+        for i in members:
+            if std == "none":
+                out[i] = rewards[i] - mean
+            else:
+                s = statistics.pstdev(rs) if std == "population" else statistics.stdev(rs)
+                out[i] = (rewards[i] - mean) / (s + eps)
+    return out
+
+
+def gae_row_reference(r, v, nv, term, trunc, mask, gamma, lam):
+    """One row, plain Python: walk backwards over action positions only."""
+    adv = [0.0] * len(r)
+    nxt = 0.0
+    for t in reversed(range(len(r))):
+        if not mask[t]:
+            continue
+        delta = r[t] + gamma * (0.0 if term[t] else nv[t]) - v[t]
+        nxt = delta + gamma * lam * (0.0 if (term[t] or trunc[t]) else 1.0) * nxt
+        adv[t] = nxt
+    ret = [adv[t] + v[t] if mask[t] else 0.0 for t in range(len(r))]
+    return adv, ret
+
+
+# ------------------------------------------------------------------ group advantages: numbers
+
+
+def test_group_advantages_document_example_population_std():
+    r = torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=F64)
+    ids = torch.zeros(4, dtype=torch.int64)
+    # mean 0.5; population std sqrt(4 * 0.25 / 4) = 0.5; (r - 0.5) / 0.5 = [-1, -1, 1, 1]
+    assert group_advantages(r, ids, eps=0.0).tolist() == [-1.0, -1.0, 1.0, 1.0]
+    # default eps 1e-6: 0.5 / 0.500001 = 0.999998
+    assert torch.allclose(group_advantages(r, ids), torch.tensor([-1, -1, 1, 1], dtype=F64) * 0.5 / 0.500001)
+    mean, std, constant = group_mean_std(r, ids)
+    assert mean.tolist() == [0.5] * 4 and std.tolist() == [0.5] * 4 and not constant.any()
+
+
+def test_group_advantages_sample_std_and_no_std():
+    r = torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=F64)
+    ids = torch.zeros(4, dtype=torch.int64)
+    # sample std sqrt(4 * 0.25 / 3) = sqrt(1/3) = 0.57735; 0.5 / 0.57735 = 0.866025
+    expected = torch.tensor([-1, -1, 1, 1], dtype=F64) * 0.8660254037844386
+    assert torch.allclose(group_advantages(r, ids, std="sample", eps=0.0), expected, atol=1e-12)
+    # "none": r - 0.5
+    assert group_advantages(r, ids, std="none").tolist() == [-0.5, -0.5, 0.5, 0.5]
+
+
+def test_group_advantages_noncontiguous_unsorted_ids():
+    r = torch.tensor([1.0, 5.0, 0.0, 3.0, 2.0], dtype=F64)
+    ids = torch.tensor([7, 3, 7, 9, 3])
+    # group 7: [1, 0] mean 0.5 std 0.5 -> [1, -1]; group 3: [5, 2] mean 3.5 std 1.5 -> [1, -1];
+    # group 9: singleton -> 0
+    assert group_advantages(r, ids, eps=0.0).tolist() == [1.0, 1.0, -1.0, 0.0, -1.0]
+
+
+def test_all_same_and_singleton_groups_are_exactly_zero():
+    # 0.1 + 0.1 + 0.1 = 0.30000000000000004 and / 3 = 0.10000000000000002 != 0.1, so a naive
+    # (r - mean) / (std + eps) would give about 2e-17 / 1e-6 = 2e-11, not 0.
+    assert (0.1 + 0.1 + 0.1) / 3 != 0.1
+    r = torch.tensor([0.1, 0.1, 0.1, 0.0, 0.0, 1.0, 1.0, 0.7], dtype=F64)
+    ids = torch.tensor([0, 0, 0, 1, 1, 2, 2, 3])
+    for std in STD_CONVENTIONS:
+        for eps in (0.0, 1e-6, 1e-12):
+            adv = group_advantages(r, ids, std=std, eps=eps)
+            assert adv.tolist() == [0.0] * 8, (std, eps)
+
+
+def test_group_advantages_int_rewards_and_empty():
+    ids = torch.tensor([0, 0])
+    assert group_advantages(torch.tensor([0, 1]), ids, eps=0.0).tolist() == [-1.0, 1.0]
+    assert group_advantages(torch.zeros(0), torch.zeros(0, dtype=torch.int64)).numel() == 0
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"std": "populaton"}, r"unknown std convention 'populaton'; allowed: 'population', 'sample', 'none'"),
+        ({"std": "Population"}, r"allowed: 'population'"),
+        ({"eps": -1e-6}, r"eps must be a finite number >= 0, got -1e-06"),
+        ({"eps": float("nan")}, r"eps must be a finite number >= 0"),
+        ({"group_ids": torch.zeros(3)}, r"group_ids must be an integer tensor"),
+        ({"group_ids": torch.zeros(2, dtype=torch.int64)}, r"group_ids must have shape \(3,\) like rewards, got \(2,\)"),
+        ({"rewards": torch.zeros(1, 3)}, r"rewards must be 1-D \[N\], got shape \(1, 3\)"),
+    ],
+)
+def test_group_advantages_bad_arguments(kwargs, match):
+    args = {"rewards": torch.zeros(3), "group_ids": torch.zeros(3, dtype=torch.int64)} | kwargs
+    with pytest.raises(ValueError, match=match):
+        group_advantages(**args)
+
+
+# ------------------------------------------------------------------ group advantages: properties
+
+quarter = st.integers(-16, 16).map(lambda k: k / 4)  # exact in binary floating point
+
+
+@PROPERTY
+@given(
+    rewards=st.lists(st.floats(-5, 5, allow_nan=False), min_size=1, max_size=12),
+    data=st.data(),
+    std=st.sampled_from(sorted(STD_CONVENTIONS)),
+    eps=st.sampled_from([0.0, 1e-6]),
+)
+def test_group_advantages_match_loop_reference(rewards, data, std, eps):
+    ids = data.draw(st.lists(st.sampled_from([-3, 0, 5, 1000]), min_size=len(rewards), max_size=len(rewards)))
+    got = group_advantages(torch.tensor(rewards, dtype=F64), torch.tensor(ids), std=std, eps=eps)
+    ref = group_reference(rewards, ids, std, eps)
+    for g, r_ in zip(got.tolist(), ref):
+        # Near-constant groups have tiny stds; compare relative to the size of the numbers.
+        assert math.isclose(g, r_, rel_tol=1e-6, abs_tol=1e-6), (got, ref)
+
+
+@PROPERTY
+@given(
+    rewards=st.lists(quarter, min_size=2, max_size=10),
+    shift=quarter,
+    std=st.sampled_from(sorted(STD_CONVENTIONS)),
+)
+def test_group_advantages_shift_invariant(rewards, shift, std):
+    ids = torch.tensor([i % 2 for i in range(len(rewards))])
+    r = torch.tensor(rewards, dtype=F64)
+    shifted = r + shift * (ids == 0).to(F64)  # shift only group 0
+    a = group_advantages(r, ids, std=std)
+    b = group_advantages(shifted, ids, std=std)
+    assert torch.allclose(a, b, atol=1e-12, rtol=0)
+
+
+@PROPERTY
+@given(
+    rewards=st.lists(quarter, min_size=2, max_size=10),
+    scale=st.floats(0.01, 100),
+    std=st.sampled_from(["population", "sample"]),
+)
+def test_group_advantages_scale_invariant_with_std(rewards, scale, std):
+    r = torch.tensor(rewards, dtype=F64)
+    ids = torch.zeros(len(rewards), dtype=torch.int64)
+    a = group_advantages(r, ids, std=std, eps=0.0)
+    b = group_advantages(r * scale, ids, std=std, eps=0.0)
+    assert torch.allclose(a, b, atol=1e-9, rtol=1e-9)
+
+
+@PROPERTY
+@given(
+    value=st.floats(-1e3, 1e3, allow_nan=False),
+    size=st.integers(1, 9),
+    std=st.sampled_from(sorted(STD_CONVENTIONS)),
+    eps=st.sampled_from([0.0, 1e-8, 1e-6]),
+    dtype=st.sampled_from([torch.float32, torch.float64]),
+)
+def test_all_same_group_exactly_zero(value, size, std, eps, dtype):
+    r = torch.full((size,), value, dtype=dtype)
+    adv = group_advantages(r, torch.full((size,), 4, dtype=torch.int64), std=std, eps=eps)
+    assert (adv == 0).all() and not adv.isnan().any()
+
+
+# ------------------------------------------------------------------ GAE: numbers
+
+
+def test_gae_document_three_step_example():
+    r, v, nv = row(0, 0, 1), row(0.9, 0.3, 0.8), row(0.3, 0.8, 0.0)
+    term, trunc = flags(False, False, True), flags(False, False, False)
+    # deltas: 0 + 0.3 - 0.9 = -0.6; 0 + 0.8 - 0.3 = 0.5; 1 + 0 - 0.8 = 0.2
+    # lam 0.5: A2 = 0.2; A1 = 0.5 + 0.5 * 0.2 = 0.6; A0 = -0.6 + 0.5 * 0.6 = -0.3
+    adv, ret = gae(r, v, nv, term, trunc, gamma=1.0, lam=0.5)
+    assert torch.allclose(adv, row(-0.3, 0.6, 0.2), atol=1e-12)
+    assert torch.allclose(ret, row(0.6, 0.9, 1.0), atol=1e-12)  # A + V
+    # lam 1: A2 = 0.2; A1 = 0.5 + 0.2 = 0.7; A0 = -0.6 + 0.7 = 0.1 (= 1 - V)
+    adv, ret = gae(r, v, nv, term, trunc, gamma=1.0, lam=1.0)
+    assert torch.allclose(adv, row(0.1, 0.7, 0.2), atol=1e-12)
+    assert torch.allclose(ret, row(1.0, 1.0, 1.0), atol=1e-12)
+
+
+def test_gae_compression_is_not_termination_one_step():
+    r, v, nv, no = row(0.0), row(0.6), row(0.8), flags(False)
+    # continues: target 0 + 0.9 * 0.8 = 0.72; residual 0.72 - 0.6 = +0.12
+    adv, ret = gae(r, v, nv, no, no, gamma=0.9, lam=0.95)
+    assert math.isclose(adv.item(), 0.12, abs_tol=1e-12) and math.isclose(ret.item(), 0.72, abs_tol=1e-12)
+    # mislabelled terminal: target 0; residual 0 - 0.6 = -0.6
+    adv, ret = gae(r, v, nv, ~no, no, gamma=0.9, lam=0.95)
+    assert math.isclose(adv.item(), -0.6, abs_tol=1e-12) and ret.item() == 0.0
+
+
+def test_gae_truncation_bootstraps_but_stops_recursion():
+    # Row: episode 1 (2 steps, truncated after step 1) then episode 2 (1 step, terminated).
+    r, v, nv = row(1, 1, 5), row(0.5, 0.5, 0.0), row(0.5, 2.0, 0.0)
+    term, trunc = flags(False, False, True), flags(False, True, False)
+    # A2 = 5 - 0 = 5
+    # delta1 = 1 + 0.9 * 2.0 - 0.5 = 2.3; truncated: A1 = 2.3 (episode 2's A2 does not leak in)
+    # delta0 = 1 + 0.9 * 0.5 - 0.5 = 0.95; A0 = 0.95 + 0.9 * 0.5 * 2.3 = 1.985
+    adv, _ = gae(r, v, nv, term, trunc, gamma=0.9, lam=0.5)
+    assert torch.allclose(adv, row(1.985, 2.3, 5.0), atol=1e-12)
+
+
+def test_gae_compression_boundary_with_observation_positions():
+    # positions: 0 action | 1 obs | 2 action, then compression | 3 obs (new segment) | 4 action, end
+    mask = flags(True, False, True, False, True)
+    big = 100.0  # garbage at masked positions must be ignored
+    r, v = row(0, big, 0, big, 1), row(0.5, big, 0.6, big, 0.7)
+    nv = row(0.6, big, 0.8, big, 0.0)  # 0.8 = V(compressed context)
+    term, trunc = flags(False, True, False, True, True), flags(False, True, False, True, False)
+    # A4 = 1 - 0.7 = 0.3
+    # A2 = (0 + 0.9 * 0.8 - 0.6) + 0.9 * 0.5 * 0.3 = 0.12 + 0.135 = 0.255
+    # A0 = (0 + 0.9 * 0.6 - 0.5) + 0.45 * 0.255 = 0.04 + 0.11475 = 0.15475
+    adv, ret = gae(r, v, nv, term, trunc, gamma=0.9, lam=0.5, mask=mask)
+    assert torch.allclose(adv, row(0.15475, 0, 0.255, 0, 0.3), atol=1e-12)
+    assert torch.allclose(ret, row(0.65475, 0, 0.855, 0, 1.0), atol=1e-12)
+    # Mislabelled terminal at the boundary: A2 = -0.6, A0 = 0.04 + 0.45 * -0.6 = -0.23
+    term_bad = flags(False, True, True, True, True)
+    adv, _ = gae(r, v, nv, term_bad, trunc, gamma=0.9, lam=0.5, mask=mask)
+    assert torch.allclose(adv, row(-0.23, 0, -0.6, 0, 0.3), atol=1e-12)
+
+
+def test_gae_accepts_01_numeric_flags_and_mask():
+    r, v, nv = row(0, 0, 1), row(0.9, 0.3, 0.8), row(0.3, 0.8, 0.0)
+    a, _ = gae(r, v, nv, row(0, 0, 1), row(0, 0, 0), gamma=1.0, lam=0.5, mask=row(1, 1, 1, dtype=torch.int64))
+    assert torch.allclose(a, row(-0.3, 0.6, 0.2), atol=1e-12)
+
+
+def test_discounted_returns_numbers():
+    r = row(1, 0, 2)
+    no = flags(False, False, False)
+    # G2 = 2; G1 = 0 + 0.5 * 2 = 1; G0 = 1 + 0.5 * 1 = 1.5
+    assert discounted_returns(r, no, no, gamma=0.5).tolist() == [[1.5, 1.0, 2.0]]
+    # terminated after t=1: G1 = 0; G0 = 1 + 0 = 1; G2 = 2 (next episode)
+    assert discounted_returns(r, flags(False, True, False), no, gamma=0.5).tolist() == [[1.0, 0.0, 2.0]]
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"gamma": 1.5}, r"gamma must be a number in \[0, 1\], got 1.5"),
+        ({"gamma": True}, r"gamma must be a number in \[0, 1\], got True"),
+        ({"lam": -0.1}, r"lam must be a number in \[0, 1\], got -0.1"),
+        ({"values": torch.zeros(2, 4)}, r"values has shape \(2, 4\), expected \(2, 3\)"),
+        ({"terminated": torch.full((2, 3), 2)}, r"terminated must be bool or hold only 0/1 values, found 2"),
+        ({"mask": torch.ones(2, 2, dtype=torch.bool)}, r"mask has shape \(2, 2\), expected \(2, 3\)"),
+        ({"mask": torch.full((2, 3), 0.5)}, r"mask must be bool or hold only 0/1 values, found 0.5"),
+        ({"rewards": torch.zeros(3), "values": torch.zeros(3), "next_values": torch.zeros(3),
+          "terminated": torch.zeros(3, dtype=torch.bool), "truncated": torch.zeros(3, dtype=torch.bool)},
+         r"rewards must be 2-D \[B, T\], got shape \(3,\)"),
+        ({"rewards": [[0.0, 0.0, 0.0]] * 2}, r"rewards must be a torch.Tensor, got list"),
+    ],
+)
+def test_gae_bad_arguments(kwargs, match):
+    z = torch.zeros(2, 3)
+    args = {
+        "rewards": z, "values": z, "next_values": z,
+        "terminated": z.bool(), "truncated": z.bool(), "gamma": 0.9, "lam": 0.9,
+    } | kwargs
+    with pytest.raises(ValueError, match=match):
+        gae(**args)
+
+
+# ------------------------------------------------------------------ GAE: properties
+
+small = st.floats(-3, 3, allow_nan=False, width=64)
+unit = st.floats(0, 1)
+
+
+@st.composite
+def gae_batches(draw):
+    b, t = draw(st.integers(1, 4)), draw(st.integers(1, 9))
+
+    def mat(elements):
+        return [draw(st.lists(elements, min_size=t, max_size=t)) for _ in range(b)]
+
+    return {
+        "rewards": mat(small), "values": mat(small), "next_values": mat(small),
+        "terminated": mat(st.booleans()), "truncated": mat(st.booleans()), "mask": mat(st.booleans()),
+    }
+
+
+@PROPERTY
+@given(batch=gae_batches(), gamma=unit, lam=unit)
+def test_gae_vectorized_matches_per_row_loop(batch, gamma, lam):
+    tensors = {k: torch.tensor(x, dtype=torch.bool if k in ("terminated", "truncated", "mask") else F64) for k, x in batch.items()}
+    adv, ret = gae(**tensors, gamma=gamma, lam=lam)
+    for i in range(len(batch["rewards"])):
+        ref_adv, ref_ret = gae_row_reference(*(batch[k][i] for k in ("rewards", "values", "next_values", "terminated", "truncated", "mask")), gamma, lam)
+        assert torch.allclose(adv[i], torch.tensor(ref_adv, dtype=F64), atol=1e-10)
+        assert torch.allclose(ret[i], torch.tensor(ref_ret, dtype=F64), atol=1e-10)
+
+
+@st.composite
+def episodes(draw, min_size=1, max_size=7):
+    """One episode with consistent next values (V'_t = V_{t+1}, 0 after the end)."""
+    n = draw(st.integers(min_size, max_size))
+    r = draw(st.lists(small, min_size=n, max_size=n))
+    v = draw(st.lists(small, min_size=n, max_size=n))
+    return r, v, v[1:] + [0.0]
+
+
+@PROPERTY
+@given(ep=episodes(), gamma=unit)
+def test_gae_lambda_one_is_return_to_go_minus_value(ep, gamma):
+    r, v, nv = ep
+    n = len(r)
+    term = [False] * (n - 1) + [True]
+    adv, ret = gae(row(*r), row(*v), row(*nv), flags(*term), flags(*[False] * n), gamma=gamma, lam=1.0)
+    to_go = [sum(gamma**(k - t) * r[k] for k in range(t, n)) for t in range(n)]
+    assert torch.allclose(adv[0], torch.tensor([g - x for g, x in zip(to_go, v)], dtype=F64), atol=1e-9)
+    assert torch.allclose(ret[0], torch.tensor(to_go, dtype=F64), atol=1e-9)
+    assert torch.allclose(discounted_returns(row(*r), flags(*term), flags(*[False] * n), gamma=gamma)[0], torch.tensor(to_go, dtype=F64), atol=1e-9)
+
+
+@PROPERTY
+@given(e1=episodes(), e2=episodes(), end=st.sampled_from(["terminated", "truncated"]), gamma=unit, lam=unit)
+def test_gae_concatenated_episodes_equal_separate(e1, e2, end, gamma, lam):
+    def flags_for(ep, how):
+        n = len(ep[0])
+        last = [False] * (n - 1) + [True]
+        none = [False] * n
+        return (last, none) if how == "terminated" else (none, last)
+
+    def run(parts):
+        r, v, nv, term, trunc = ([], [], [], [], [])
+        for (ep, how) in parts:
+            t1, t2 = flags_for(ep, how)
+            r += ep[0]; v += ep[1]; nv += ep[2]; term += t1; trunc += t2
+        return gae(row(*r), row(*v), row(*nv), flags(*term), flags(*trunc), gamma=gamma, lam=lam)
+
+    joint_adv, joint_ret = run([(e1, end), (e2, "terminated")])
+    a1, r1 = run([(e1, end)])
+    a2, r2 = run([(e2, "terminated")])
+    assert torch.equal(joint_adv, torch.cat([a1, a2], dim=1))
+    assert torch.equal(joint_ret, torch.cat([r1, r2], dim=1))
+
+
+@PROPERTY
+@given(batch=gae_batches(), gamma=unit, lam=unit, data=st.data())
+def test_gae_inserting_observation_positions_changes_nothing(batch, gamma, lam, data):
+    b, t = len(batch["rewards"]), len(batch["rewards"][0])
+    dense = {k: torch.tensor(x, dtype=torch.bool if k in ("terminated", "truncated", "mask") else F64) for k, x in batch.items()}
+    dense["mask"] = torch.ones(b, t, dtype=torch.bool)
+    adv, ret = gae(**dense, gamma=gamma, lam=lam)
+    # Insert k_j garbage observation positions before action j (same layout for every row).
+    gaps = data.draw(st.lists(st.integers(0, 3), min_size=t + 1, max_size=t + 1))
+    action_cols, cols = [], 0
+    for j in range(t):
+        cols += gaps[j]
+        action_cols.append(cols)
+        cols += 1
+    cols += gaps[t]
+    gen = torch.Generator().manual_seed(len(gaps) + sum(gaps))
+    sparse = {
+        "rewards": torch.randn(b, cols, generator=gen, dtype=F64) * 50,
+        "values": torch.randn(b, cols, generator=gen, dtype=F64) * 50,
+        "next_values": torch.randn(b, cols, generator=gen, dtype=F64) * 50,
+        "terminated": torch.rand(b, cols, generator=gen) < 0.5,
+        "truncated": torch.rand(b, cols, generator=gen) < 0.5,
+        "mask": torch.zeros(b, cols, dtype=torch.bool),
+    }
+    idx = torch.tensor(action_cols)
+    for k in sparse:
+        sparse[k][:, idx] = dense[k]
+    s_adv, s_ret = gae(**sparse, gamma=gamma, lam=lam)
+    assert torch.equal(s_adv[:, idx], adv) and torch.equal(s_ret[:, idx], ret)
+    others = torch.ones(cols, dtype=torch.bool)
+    others[idx] = False
+    assert (s_adv[:, others] == 0).all() and (s_ret[:, others] == 0).all()
+
+
+@PROPERTY
+@given(seg1=episodes(), seg2=episodes(), v_compressed=small, gamma=unit, lam=unit)
+def test_gae_compression_boundary_vs_terminal_flag(seg1, seg2, v_compressed, gamma, lam):
+    # Segment 1 ends in a compression: its last next value is V(compressed context).
+    r = seg1[0] + seg2[0]
+    v = seg1[1] + seg2[1]
+    nv = seg1[2][:-1] + [v_compressed] + seg2[2]
+    k = len(seg1[0]) - 1  # the boundary position
+    n = len(r)
+    end = [False] * (n - 1) + [True]
+    no = [False] * n
+    wrong = list(end)
+    wrong[k] = True
+    cont, cont_ret = gae(row(*r), row(*v), row(*nv), flags(*end), flags(*no), gamma=gamma, lam=lam)
+    term, term_ret = gae(row(*r), row(*v), row(*nv), flags(*wrong), flags(*no), gamma=gamma, lam=lam)
+    # After the boundary nothing changes; at it the terminal flag removes the bootstrap
+    # gamma * V(compressed) and the continuation gamma * lam * A_{k+1}.
+    assert torch.equal(cont[0, k + 1:], term[0, k + 1:])
+    lost = gamma * v_compressed + gamma * lam * cont[0, k + 1].item()
+    assert math.isclose(cont[0, k].item() - term[0, k].item(), lost, abs_tol=1e-9)
+    # One-step targets (lam = 0): r_k + gamma * V(compressed) vs r_k.
+    _, cont0 = gae(row(*r), row(*v), row(*nv), flags(*end), flags(*no), gamma=gamma, lam=0.0)
+    _, term0 = gae(row(*r), row(*v), row(*nv), flags(*wrong), flags(*no), gamma=gamma, lam=0.0)
+    assert math.isclose(cont0[0, k].item(), r[k] + gamma * v_compressed, abs_tol=1e-9)
+    assert math.isclose(term0[0, k].item(), r[k], abs_tol=1e-12)

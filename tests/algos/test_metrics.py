@@ -1,0 +1,201 @@
+"""algos.metrics: hand-computed numbers, loop references, properties."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from algos.metrics import (
+    binomial_confidence_interval,
+    clip_fraction,
+    explained_variance,
+    group_outcome_rates,
+    masked_mean,
+    mixed_group_probability,
+)
+
+PROPERTY = settings(max_examples=50, deadline=None)
+
+
+# ------------------------------------------------------------------ mixed-group probability
+
+
+def test_mixed_group_probability_document_numbers():
+    # p=0.02: 1 - 0.02^8 - 0.98^8 = 1 - 2.56e-14 - 0.850763 = 0.149237 -> 14.9%
+    # p=0.2: 1 - 0.2^8 - 0.8^8 = 1 - 2.56e-6 - 0.167772 = 0.832225 -> 83.2%
+    # p=0.98: symmetric to 0.02 -> 14.9%
+    shown = [f"{mixed_group_probability(p, 8):.1%}" for p in (0.02, 0.2, 0.98)]
+    assert shown == ["14.9%", "83.2%", "14.9%"]
+    assert math.isclose(mixed_group_probability(0.2, 8), 1 - 0.2**8 - 0.8**8, rel_tol=0, abs_tol=0)
+    assert mixed_group_probability(0.5, 1) == 0.0  # one try can never be mixed
+    assert mixed_group_probability(0, 8) == 0.0 and mixed_group_probability(1, 8) == 0.0
+
+
+@pytest.mark.parametrize("p", [-0.01, 1.01, float("nan"), "0.5", None])
+def test_mixed_group_probability_rejects_bad_p(p):
+    with pytest.raises(ValueError, match=r"^success_probability must be in \[0, 1\]"):
+        mixed_group_probability(p, 8)
+
+
+@pytest.mark.parametrize("g", [True, False, 0, -3, 8.0, "8", None])
+def test_mixed_group_probability_rejects_bad_group_size(g):
+    with pytest.raises(ValueError, match=r"^group_size must be a positive integer"):
+        mixed_group_probability(0.5, g)
+
+
+@PROPERTY
+@given(p=st.floats(0, 1), g=st.integers(1, 64))
+def test_mixed_group_probability_properties(p, g):
+    value = mixed_group_probability(p, g)
+    # same as the document's expression, symmetric in p <-> 1-p, and a probability
+    assert value == 1 - p**g - (1 - p) ** g
+    assert math.isclose(value, mixed_group_probability(1 - p, g), abs_tol=1e-12)
+    assert -1e-12 <= value <= 1
+
+
+# ------------------------------------------------------------------ group outcome rates
+
+
+def test_group_outcome_rates_binary():
+    # groups (ids need not be sorted): 4 -> [0, 0], 2 -> [1, 1, 1], 9 -> [0, 1], 7 -> [1]
+    rewards = torch.tensor([0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0])
+    ids = torch.tensor([4, 2, 4, 2, 9, 9, 2, 7])
+    rates = group_outcome_rates(rewards, ids)
+    # 4 groups: all-zero {4} = 1/4; all-one {2, 7} = 2/4; mixed {9} = 1/4
+    assert rates == {"mixed": 0.25, "all_zero": 0.25, "all_one": 0.5, "all_same": 0.75, "n_groups": 4}
+
+
+def test_group_outcome_rates_non_binary_and_empty():
+    rewards = torch.tensor([0.5, 0.5, 0.2, 0.9, 0.0, 0.0])
+    ids = torch.tensor([0, 0, 1, 1, 2, 2])
+    rates = group_outcome_rates(rewards, ids)
+    # group 0 all 0.5 (all-same, neither zero nor one); group 1 mixed; group 2 all zero
+    assert rates == {"mixed": 1 / 3, "all_zero": 1 / 3, "all_one": 0.0, "all_same": 2 / 3, "n_groups": 3}
+    empty = group_outcome_rates(torch.zeros(0), torch.zeros(0, dtype=torch.int64))
+    assert empty["n_groups"] == 0 and math.isnan(empty["mixed"])
+
+
+@PROPERTY
+@given(rewards=st.lists(st.sampled_from([0.0, 1.0]), min_size=1, max_size=20), data=st.data())
+def test_group_outcome_rates_match_loop(rewards, data):
+    ids = data.draw(st.lists(st.integers(0, 4), min_size=len(rewards), max_size=len(rewards)))
+    groups: dict[int, list[float]] = {}
+    for g, r in zip(ids, rewards):
+        groups.setdefault(g, []).append(r)
+    n = len(groups)
+    rates = group_outcome_rates(torch.tensor(rewards), torch.tensor(ids))
+    assert rates["all_zero"] == sum(all(r == 0 for r in rs) for rs in groups.values()) / n
+    assert rates["all_one"] == sum(all(r == 1 for r in rs) for rs in groups.values()) / n
+    assert math.isclose(rates["mixed"], sum(len(set(rs)) > 1 for rs in groups.values()) / n)
+    assert math.isclose(rates["mixed"] + rates["all_zero"] + rates["all_one"], 1.0)
+
+
+def test_group_outcome_rates_bad_arguments():
+    with pytest.raises(ValueError, match=r"group_ids must have shape \(3,\) like rewards"):
+        group_outcome_rates(torch.zeros(3), torch.zeros(2, dtype=torch.int64))
+    with pytest.raises(ValueError, match=r"rewards must be 1-D"):
+        group_outcome_rates(torch.zeros(1, 3), torch.zeros(3, dtype=torch.int64))
+
+
+# ------------------------------------------------------------------ explained variance
+
+
+def test_explained_variance_numbers():
+    targets = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    # Var(R) = mean((-1.5, -.5, .5, 1.5)^2) = 1.25
+    assert explained_variance(targets, targets) == 1.0
+    assert math.isclose(explained_variance(torch.full((4,), 2.5), targets), 0.0, abs_tol=1e-12)
+    # predictions [1, 2, 3, 3]: residual [0, 0, 0, 1], Var = mean([.25^2 * 3 + .75^2]) = 0.1875
+    # EV = 1 - 0.1875 / 1.25 = 0.85
+    assert math.isclose(explained_variance(torch.tensor([1.0, 2.0, 3.0, 3.0]), targets), 0.85, rel_tol=1e-12)
+    # constant targets: nothing to explain -> nan
+    assert math.isnan(explained_variance(torch.zeros(3), torch.ones(3)))
+
+
+def test_explained_variance_mask():
+    targets = torch.tensor([1.0, 2.0, 3.0, 4.0, 100.0])
+    preds = torch.tensor([1.0, 2.0, 3.0, 3.0, -100.0])
+    mask = torch.tensor([1, 1, 1, 1, 0])
+    assert math.isclose(explained_variance(preds, targets, mask), 0.85, rel_tol=1e-12)
+    assert math.isnan(explained_variance(preds, targets, torch.zeros(5)))
+    with pytest.raises(ValueError, match=r"predictions has shape \(4,\), expected \(5,\)"):
+        explained_variance(preds[:4], targets)
+    with pytest.raises(ValueError, match=r"mask has shape \(4,\), expected \(5,\)"):
+        explained_variance(preds, targets, mask[:4])
+
+
+# ------------------------------------------------------------------ Wilson interval
+
+
+def test_wilson_numbers():
+    # z = 1.9599640, z^2 = 3.8414588; n = 10, p = 0.5:
+    # center = (0.5 + 0.1920729) / 1.3841459 = 0.5;
+    # half = 1.9599640 / 1.3841459 * sqrt(0.025 + 3.8414588 / 400) = 1.4160097 * 0.1860206 = 0.2634069
+    # -> (0.2365931, 0.7634069)
+    low, high = binomial_confidence_interval(5, 10)
+    assert math.isclose(low, 0.2365931, abs_tol=1e-6) and math.isclose(high, 0.7634069, abs_tol=1e-6)
+    # k = 0: low exactly 0, high = z^2 / (n + z^2) = 3.8414588 / 13.8414588 = 0.2775328
+    low, high = binomial_confidence_interval(0, 10)
+    assert low == 0.0 and math.isclose(high, 0.2775328, abs_tol=1e-6)
+    low, high = binomial_confidence_interval(10, 10)
+    assert high == 1.0 and math.isclose(low, 1 - 0.2775328, abs_tol=1e-6)
+
+
+@PROPERTY
+@given(trials=st.integers(1, 500), data=st.data(), conf=st.floats(0.5, 0.999))
+def test_wilson_properties(trials, data, conf):
+    k = data.draw(st.integers(0, trials))
+    low, high = binomial_confidence_interval(k, trials, conf)
+    assert 0.0 <= low <= k / trials <= high <= 1.0
+    wider = binomial_confidence_interval(k, trials, min(0.9999, conf + 0.0005))
+    assert wider[0] <= low + 1e-12 and wider[1] >= high - 1e-12
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ((11, 10), r"successes must be in \[0, trials=10\], got 11"),
+        ((-1, 10), r"successes must be in \[0, trials=10\], got -1"),
+        ((1, 0), r"trials must be >= 1, got 0"),
+        ((1.5, 10), r"successes must be an integer, got 1.5"),
+        ((1, 10, 1.0), r"confidence must be a number in \(0, 1\), got 1.0"),
+        ((1, 10, 95), r"confidence must be a number in \(0, 1\), got 95"),
+    ],
+)
+def test_wilson_bad_arguments(args, match):
+    with pytest.raises(ValueError, match=match):
+        binomial_confidence_interval(*args)
+
+
+# ------------------------------------------------------------------ masked means
+
+
+def test_masked_mean_and_clip_fraction():
+    x = torch.tensor([[1.0, 2.0, 30.0], [4.0, 50.0, 60.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    # (1 + 2 + 4) / 3 = 7/3
+    assert math.isclose(masked_mean(x, mask).item(), 7 / 3, rel_tol=1e-6)
+    assert math.isnan(masked_mean(x, torch.zeros(2, 3)).item())
+    clipped = torch.tensor([[True, False, True], [True, True, True]])
+    # masked positions: True, False, True -> 2/3 (the unmasked True values do not count)
+    assert clip_fraction(clipped, mask) == 2 / 3
+    assert math.isnan(clip_fraction(clipped, torch.zeros(2, 3)))
+    with pytest.raises(ValueError, match=r"mask has shape \(3,\), expected \(2, 3\)"):
+        clip_fraction(clipped, torch.ones(3))
+
+
+@PROPERTY
+@given(pairs=st.lists(st.tuples(st.floats(-10, 10), st.booleans()), min_size=1, max_size=12))
+def test_masked_mean_matches_loop(pairs):
+    x = torch.tensor([p[0] for p in pairs], dtype=torch.float64)
+    m = torch.tensor([p[1] for p in pairs])
+    chosen = [v for v, keep in pairs if keep]
+    got = masked_mean(x, m).item()
+    if chosen:
+        assert math.isclose(got, sum(chosen) / len(chosen), rel_tol=1e-9, abs_tol=1e-12)
+    else:
+        assert math.isnan(got)

@@ -1,0 +1,82 @@
+"""experiments.reproduce_claims: the entry point as a user runs it, and the FAIL -> exit 1 rule."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from experiments import reproduce_claims as rc
+
+REPO = Path(__file__).resolve().parents[2]
+CLOSED_FORM = ["C1", "C2", "C3", "C4", "C5", "C15", "C16", "C18", "C25"]
+
+
+def rows_of(stdout: str) -> dict[str, list[str]]:
+    rows = {}
+    for line in stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if cells and cells[0].startswith("C") and cells[0][1:].isdigit():
+            rows[cells[0]] = cells
+    return rows
+
+
+def test_entry_point_prints_every_claim_and_exits_zero():
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.reproduce_claims"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = rows_of(done.stdout)
+    assert list(rows) == [f"C{i}" for i in range(1, 26)]  # every ID, in order
+    assert all(len(cells) == 5 for cells in rows.values())
+    for cid in CLOSED_FORM:
+        assert rows[cid][-1] == "PASS", rows[cid]
+    statuses = [cells[-1] for cells in rows.values()]
+    assert "FAIL" not in statuses
+    assert rows["C22"][-1] == "OPTIONAL"
+    # Empirical rows never claim PASS without running anything.
+    for cid, cells in rows.items():
+        if cid not in CLOSED_FORM and cid != "C22":
+            assert cells[-1] == "PENDING" and cells[3].startswith("needs #"), cells
+    assert done.stdout.strip().splitlines()[-1] == "closed-form: 9/9 PASS, empirical: 0/0 PASS, pending: 15, optional: 1"
+
+
+def test_registry_matches_claim_ids_and_kinds():
+    assert list(rc.CLAIMS) == [f"C{i}" for i in range(1, 26)]
+    assert [cid for cid, c in rc.CLAIMS.items() if c.kind == "closed-form"] == CLOSED_FORM
+    for cid in CLOSED_FORM:
+        measured, status = rc.run_claim(rc.CLAIMS[cid])
+        assert status == rc.PASS, (cid, measured)
+
+
+def test_a_failing_claim_makes_main_return_one(capsys):
+    claims = dict(rc.CLAIMS)
+    claims["C2"] = rc.Claim("C2", "deliberately wrong", "never", lambda: ("measured 0", rc.FAIL))
+    assert rc.main(claims) == 1
+    out = capsys.readouterr().out
+    assert "| C2 | deliberately wrong | never | measured 0 | FAIL |" in out
+    assert "closed-form: 8/9 PASS" in out
+
+
+def test_a_crashing_or_malformed_check_is_a_fail(capsys):
+    def boom():
+        raise RuntimeError("kaput")
+
+    claims = {
+        "C1": rc.Claim("C1", "crashes", "x", boom),
+        "C2": rc.Claim("C2", "bad status", "x", lambda: ("m", "OK")),
+    }
+    assert rc.main(claims) == 1
+    out = capsys.readouterr().out
+    assert "check raised RuntimeError: kaput | FAIL |" in out
+    assert "unknown status 'OK'" in out
+
+
+def test_pending_and_optional_do_not_fail(capsys):
+    claims = {
+        "C6": rc.Claim("C6", "w", "e", rc.pending("#4 (trainers)"), "empirical"),
+        "C22": rc.Claim("C22", "w", "e", rc.optional("optional; needs #5 (experiments)"), "empirical"),
+    }
+    assert rc.main(claims) == 0
+    assert "| C6 | w | e | needs #4 (trainers) | PENDING |" in capsys.readouterr().out
