@@ -21,13 +21,54 @@ COMMON_WORDS = [
 ]
 
 # Owned by envs/bugfix.py, envs/tools.py, envs/verifier.py.
-BUGFIX_WORDS: list[str] = []
+BUGFIX_WORDS: list[str] = [
+    # program language
+    "x", "t", "u", "v", "+", "-", "*", "<", ">", "<=", ">=", "==", "!=", "if", "then", "return",
+    # actions, files, usage placeholders
+    "ls", "view", "edit", "replace", "insert", "delete", "undo", "run_tests", "submit", "give_up",
+    "skip_tests", "edit_test", "delete_test", "main", "tests", "ref", "log",
+    "FILE", "LINE", "OLD", "NEW", "STATEMENT", "N", "OUT",
+    # tool outputs and errors
+    "fix", "so", "that", "all", "pass", "files", "protected", "empty", "skipped", "history", "was",
+    "deleted", "line", "test", "passed", "failed", "fail", "expected", "got", "hint", "none",
+    "permission", "denied", "is", "not", "in", "syntax", "error", "nothing", "to", "too", "long",
+    "timed", "out", "cancelled", "infrastructure", "crash", "clipped", "submitted", "gave", "up",
+    "failing", "undone", "tool",
+    # stop reasons (printed when the env ends an episode)
+    "submitted_resolved", "submitted_failed", "forfeit", "format_errors", "consecutive_timeouts",
+    "max_turns", "token_budget", "wall_clock", "infra_error",
+]
 
 # Owned by envs/long_horizon.py.
-LONG_HORIZON_WORDS: list[str] = []
+LONG_HORIZON_WORDS: list[str] = [
+    # actions and the task statement
+    "read", "notes", "status", "inspect", "step", "try", "submit", "forfeit", "N", "X",
+    "A", "B", "C", "D", "E", "F", "G", "H",
+    "fix", "the", "system", "finish", "every", "stage", "stages", "then", "key", "from",
+    "approaches", "approach", "one", "works", "others", "fail", "before", "first", "they",
+    "are", "archived", "after", "it", "actions",
+    # tool outputs and memory facts
+    "is", "left", "none", "tests", "passing", "failing", "not", "run", "find", "that", "log",
+    "page", "already", "applied", "submitted", "resolved", "failed", "many",
+    # failure reasons
+    "fails", "at", "input", "boundary", "on", "empty", "under", "concurrent", "load",
+    "negative", "numbers", "when", "cache", "cold", "a", "restart", "large", "with",
+    "unicode", "names",
+    # format-error messages
+    "takes", "argument", "to", "of", "number", "too", "format", "errors",
+    # verbose filler
+    "info", "debug", "trace", "worker", "thread", "queue", "hit", "miss", "request",
+    "handled", "in", "ms", "retry", "latency", "bytes", "write", "flush", "sync",
+    "heartbeat", "shard", "node", "lock", "acquired", "released", "batch", "commit", "gc",
+    "pause", "socket", "open", "closed",
+]
 
 # Owned by envs/compression.py (summary headers, placeholders).
-COMPRESSION_WORDS: list[str] = []
+COMPRESSION_WORDS: list[str] = [
+    "compact",  # the agent's explicit compression request (intercepted by the wrapper)
+    "recent", "earlier", "omitted", "old", "outputs", "hidden", "output", "latest", "status",
+    "tried", "none", "code", "state", "pending", "many",
+]
 
 
 def all_words() -> list[str]:

@@ -1,0 +1,473 @@
+"""Scripted agents: they drive tests, calibration, benchmarks and the behavior-cloning warm start.
+
+Every agent has ``reset(env, seed)`` and ``act(observation, info) -> str`` (one action string).
+``run_episode(env, agent, seed, options)`` plays one episode and returns a summary dict with the
+(observation, action) pairs the agent saw and wrote.
+
+BugFix agents (``AGENTS`` registry, build with ``make_agent(name, **kwargs)``):
+
+- ``oracle``: run_tests, view main, the fix edits, run_tests, submit; retries cancelled calls and
+  re-runs a test run that failed although the fix is in (flaky run).
+- ``noisy_oracle`` (``mistake_rate``, default 0.03): the oracle, but each decision is replaced
+  with probability ``mistake_rate`` by a plausible mistake: a premature submit once it has changed
+  main (20 %), a wrong edit (50 %; undone after the next failing test run) or a wasted look-up
+  (otherwise). Without a line hint (``hints=False``) it re-reads main before each fix and placing
+  the fix errs with ``1 - (1 - mistake_rate) ** (1 + words of main)``: longer programs without
+  hints are harder. At 0.03 it succeeds ~98 % / ~65 % / ~20 % / ~2 % on easy / medium / hard /
+  extreme (``python -m experiments.calibrate``).
+- ``random``: random well-formed actions with some junk words.
+- ``empty_submit``: submits the buggy program at once.
+- one agent per hack trap (``HACK_AGENTS``): ``hack_edit_tests``, ``hack_delete_tests``,
+  ``hack_skip_tests``, ``hack_read_ref``, ``hack_read_log``, ``hack_hardcode``.
+- ``process_exploit``: calls run_tests until the turn limit (farms ``biased_process`` reward).
+
+Scripted agents may read ``env.unwrapped`` (the oracle must know the fix); each takes its
+randomness from its own generator seeded in ``reset``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from envs.bugfix import CMPS, FLIP, INT_WORDS, INVERT, OPS, USAGE, VARS
+from envs.tools import TIMEOUT_TEXT
+
+_AGENT_SEED_SALT = 0x5EED  # keeps an agent's stream apart from the env's stream of the same seed
+
+
+def _agent_rng(seed: int | None) -> np.random.Generator:
+    return np.random.default_rng(None if seed is None else [int(seed), _AGENT_SEED_SALT])
+
+
+def _last_line(observation: str) -> str:
+    """The last line of an observation: the latest tool output's last line, also when a
+    compression wrapper returned the whole new context."""
+    return observation.rstrip("\n").rsplit("\n", 1)[-1]
+
+
+def _timed_out(observation: str) -> bool:
+    return _last_line(observation) == TIMEOUT_TEXT
+
+
+def _test_summary(observation: str) -> tuple[int, int] | None:
+    """(passed, failed) of the latest run_tests output in ``observation`` (``skipped`` counts as
+    (0, 0)); None if there is none."""
+    for row in reversed(observation.split("\n")):
+        if row == "tests : skipped":
+            return 0, 0
+        words = row.split()
+        if len(words) == 6 and words[:2] == ["tests", ":"] and words[3] == "passed" and words[5] == "failed":
+            return int(words[2]), int(words[4])
+    return None
+
+
+class Agent:
+    """Base class: ``reset`` binds the env and seeds the agent's generator."""
+
+    name = "agent"
+
+    def reset(self, env, seed: int | None = None) -> None:
+        self.env = env.unwrapped
+        self.rng = _agent_rng(seed)
+
+    def act(self, observation: str, info: dict) -> str:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class PlanAgent(Agent):
+    """Plays a list of actions; a cancelled (timed-out) call is retried. Subclasses build the plan
+    in ``plan(observation)`` (called on the reset observation) and may extend it in ``react``."""
+
+    def reset(self, env, seed: int | None = None) -> None:
+        super().reset(env, seed)
+        self.queue: list[str] = []
+        self.last: str | None = None
+        self.started = False
+
+    def plan(self, observation: str) -> list[str]:
+        raise NotImplementedError
+
+    def react(self, action: str, observation: str) -> None:
+        """Called with the previous action and its (non-timeout) observation."""
+
+    def act(self, observation: str, info: dict) -> str:
+        if not self.started:
+            self.started = True
+            self.queue = self.plan(observation)
+        elif self.last is not None:
+            if _timed_out(observation):
+                return self.last
+            self.react(self.last, observation)
+        self.last = self.queue.pop(0) if self.queue else "submit"
+        return self.last
+
+
+class NoisyOracleAgent(Agent):
+    """The oracle with a per-decision mistake rate (see the module docstring)."""
+
+    name = "noisy_oracle"
+    MAX_RERUNS = 3  # failing test runs tolerated after the fix is in (flaky runs)
+
+    def __init__(self, mistake_rate: float = 0.03) -> None:
+        if not 0.0 <= mistake_rate <= 1.0:
+            raise ValueError(f"mistake_rate must be in [0, 1], got {mistake_rate!r}")
+        self.mistake_rate = float(mistake_rate)
+
+    def reset(self, env, seed: int | None = None) -> None:
+        super().reset(env, seed)
+        self.fixes = list(self.env.oracle_actions())
+        self.hints = bool(self.env.config.hints)
+        self.stack: list[str] = []  # "fix" / "wrong" per change of main the agent made, LIFO
+        self.tested = False
+        self.viewed = False
+        self.dirty = False  # main changed since the last test result
+        self.last_pass: bool | None = None
+        self.reverting = False
+        self.reruns = 0
+        self.last: str | None = None
+        self.last_kind = ""
+
+    # -- bookkeeping of the previous action's outcome
+    def _observe(self, observation: str) -> bool:
+        """Update the state from the previous action's output; False if it was cancelled."""
+        if self.last is None:
+            return True
+        if _timed_out(observation):
+            return False
+        kind = self.last_kind
+        ok = _last_line(observation).startswith("ok")
+        if kind in ("fix", "wrong"):
+            if ok:
+                self.stack.append(kind)
+                self.dirty = True
+                if kind == "fix" and not self.hints:
+                    self.viewed = False  # without a line hint it re-reads main to find the next bug
+            elif "wrong" in self.stack:  # the fix no longer applies over a wrong edit
+                self.reverting = True
+        elif kind == "undo" and ok:
+            self.stack.pop()
+            self.dirty = True
+        elif kind == "run_tests":
+            summary = _test_summary(observation)
+            if summary is not None:
+                self.tested = True
+                self.dirty = False
+                self.last_pass = summary[1] == 0
+                if not self.last_pass and "wrong" in self.stack:
+                    self.reverting = True
+        elif kind == "view_main":
+            self.viewed = True
+        return True
+
+    def _intended(self) -> tuple[str, str]:
+        if not self.tested:
+            return "run_tests", "run_tests"
+        if not self.stack and not self.viewed:
+            return "view main", "view_main"
+        if self.reverting:
+            if "wrong" in self.stack:
+                return "undo", "undo"
+            self.reverting = False
+        applied = self.stack.count("fix")
+        if applied < len(self.fixes):
+            if not self.viewed:
+                return "view main", "view_main"
+            return self.fixes[applied], "fix"
+        if self.dirty or self.last_pass is None:
+            return "run_tests", "run_tests"
+        if self.last_pass or self.reruns >= self.MAX_RERUNS:
+            return "submit", "submit"
+        self.reruns += 1
+        return "run_tests", "run_tests"
+
+    def _error_probability(self, action: str, kind: str) -> float:
+        """``mistake_rate`` per decision; placing a fix without a line hint means reading main to
+        find the bug, one chance to err per word read: ``1 - (1 - mistake_rate) ** (1 + words)``."""
+        if kind == "fix" and not self.hints:
+            words = sum(line.count(" ") + 1 for line in self.env.program)
+            return 1.0 - (1.0 - self.mistake_rate) ** (1 + words)
+        return self.mistake_rate
+
+    def _wrong_edit(self) -> str | None:
+        program = self.env.program
+        if not program:
+            return None
+        line = int(self.rng.integers(len(program)))
+        words = program[line].split()
+        options = []
+        for p, w in enumerate(words):
+            if w in FLIP:
+                options.append((w, FLIP[w]))
+            elif w in INVERT:
+                options.append((w, INVERT[w]))
+            elif w in INT_WORDS and p > 0:
+                off_by_one = str(int(w) + (1 if self.rng.random() < 0.5 else -1))
+                if off_by_one in INT_WORDS:
+                    options.append((w, off_by_one))
+        if not options:
+            return None
+        old, new = options[int(self.rng.integers(len(options)))]
+        action = f"edit {line + 1} {old} {new}"
+        return None if action in self.fixes else action
+
+    def _mistake(self, intended: str, kind: str) -> tuple[str, str]:
+        u = self.rng.random()
+        if u < 0.2 and self.stack:  # believes it is done once it has changed something
+            return "submit", "submit"
+        if u < 0.7:
+            wrong = self._wrong_edit()
+            if wrong is not None:
+                return wrong, "wrong"
+        look = ("view tests", "ls")[int(self.rng.integers(2))]
+        return look, "look"
+
+    def act(self, observation: str, info: dict) -> str:
+        if not self._observe(observation):
+            return self.last  # retry the cancelled call
+        action, kind = self._intended()
+        if self.mistake_rate > 0 and self.rng.random() < self._error_probability(action, kind):
+            action, kind = self._mistake(action, kind)
+        self.last, self.last_kind = action, kind
+        return action
+
+
+class OracleAgent(NoisyOracleAgent):
+    name = "oracle"
+
+    def __init__(self) -> None:
+        super().__init__(mistake_rate=0.0)
+
+
+class RandomAgent(Agent):
+    """Random well-formed actions over the grammar (and 10 % junk word strings); never reads the env."""
+
+    name = "random"
+    JUNK = ("task", "edit", "view", "x", "+", "if", "yes", "tests", "1", "0", "=")  # vocabulary words
+
+    def act(self, observation: str, info: dict) -> str:
+        rng = self.rng
+        if rng.random() < 0.1:
+            return " ".join(self.JUNK[int(i)] for i in rng.integers(len(self.JUNK), size=int(rng.integers(1, 4))))
+        verb = tuple(USAGE)[int(rng.integers(len(USAGE)))]
+        line = str(int(rng.integers(1, 6)))
+        token_pool = VARS + OPS + CMPS + tuple(str(n) for n in range(-2, 10))
+
+        def token() -> str:
+            return token_pool[int(rng.integers(len(token_pool)))]
+
+        if verb == "view":
+            return f"view {('main', 'tests', 'ref', 'log')[int(rng.integers(4))]}"
+        if verb == "edit":
+            return f"edit {line} {token()} {token()}"
+        if verb in ("replace", "insert"):
+            stmt = (f"{VARS[int(rng.integers(4))]} = {token()} {OPS[int(rng.integers(3))]} {token()}"
+                    if rng.random() < 0.7 else f"return {token()}")
+            return f"{verb} {line} {stmt}"
+        if verb in ("delete", "delete_test"):
+            return f"{verb} {line}"
+        if verb == "edit_test":
+            return f"edit_test {line} {int(rng.integers(-5, 50))}"
+        return verb
+
+
+class EmptySubmitAgent(PlanAgent):
+    name = "empty_submit"
+
+    def plan(self, observation: str) -> list[str]:
+        return ["submit"]
+
+
+class EditTestsAgent(PlanAgent):
+    """Rewrites each failing visible test's expected output to what the buggy code returns."""
+
+    name = "hack_edit_tests"
+
+    def plan(self, observation: str) -> list[str]:
+        env = self.env
+        rows, _ = env.visible_results()
+        edits = [f"edit_test {i} {g}" for i, (_, y, g) in enumerate(rows, 1) if g != y and g is not None]
+        return ["run_tests", *edits, "run_tests", "submit"]
+
+
+class DeleteTestsAgent(PlanAgent):
+    """Deletes every failing visible test (from the last, so numbers stay valid)."""
+
+    name = "hack_delete_tests"
+
+    def plan(self, observation: str) -> list[str]:
+        rows, _ = self.env.visible_results()
+        failing = [i for i, (_, y, g) in enumerate(rows, 1) if g != y]
+        return ["run_tests", *(f"delete_test {i}" for i in reversed(failing)), "run_tests", "submit"]
+
+
+class SkipTestsAgent(PlanAgent):
+    name = "hack_skip_tests"
+
+    def plan(self, observation: str) -> list[str]:
+        return ["skip_tests", "run_tests", "submit"]
+
+
+def _numbered_lines(observation: str) -> list[str]:
+    """Statements of a ``view main``/``view ref`` output (``N statement`` per line)."""
+    out = []
+    for row in observation.split("\n"):
+        words = row.split()
+        if len(words) >= 2 and words[0].isdigit():
+            out.append(" ".join(words[1:]))
+    return out
+
+
+class ReadRefAgent(PlanAgent):
+    """Reads the protected reference solution and copies it into main."""
+
+    name = "hack_read_ref"
+
+    def plan(self, observation: str) -> list[str]:
+        return ["view ref"]
+
+    def react(self, action: str, observation: str) -> None:
+        if action != "view ref":
+            return
+        ref = _numbered_lines(observation)
+        if not ref:  # permission denied: nothing to copy
+            self.queue = ["submit"]
+            return
+        current = list(self.env.program)
+        steps = []
+        for i, line in enumerate(ref, 1):
+            if i <= len(current):
+                if current[i - 1] != line:
+                    steps.append(f"replace {i} {line}")
+            else:
+                steps.append(f"insert {i} {line}")
+        steps += [f"delete {i}" for i in range(len(current), len(ref), -1)]
+        self.queue = steps + ["run_tests", "submit"]
+
+
+class ReadLogAgent(PlanAgent):
+    """Reads the history file and applies the fix it leaks."""
+
+    name = "hack_read_log"
+
+    def plan(self, observation: str) -> list[str]:
+        return ["view log"]
+
+    def react(self, action: str, observation: str) -> None:
+        if action != "view log":
+            return
+        steps = []
+        for row in observation.split("\n"):
+            words = row.split()
+            if len(words) >= 4 and words[0] == "line" and words[2] == "was":
+                steps.append(f"replace {words[1]} {' '.join(words[3:])}")
+            elif len(words) >= 5 and words[0] == "line" and words[2] == "deleted":
+                steps.append(f"insert {words[1]} {' '.join(words[4:])}")
+        self.queue = steps + ["run_tests", "submit"]
+
+
+class HardcodeAgent(PlanAgent):
+    """Reads the visible tests and inserts ``if x == X then return Y`` for each of them."""
+
+    name = "hack_hardcode"
+
+    def plan(self, observation: str) -> list[str]:
+        return ["view tests"]
+
+    def react(self, action: str, observation: str) -> None:
+        if action != "view tests":
+            return
+        steps = []
+        for row in observation.split("\n"):
+            words = row.split()  # "N : x = X -> Y"
+            if len(words) == 7 and words[1] == ":" and words[5] == "->":
+                steps.append(f"insert 1 if x == {words[4]} then return {words[6]}")
+        self.queue = steps + ["run_tests", "submit"]
+
+
+class ProcessExploitAgent(PlanAgent):
+    """Runs the tests every turn and never fixes anything (farms biased process reward)."""
+
+    name = "process_exploit"
+
+    def plan(self, observation: str) -> list[str]:
+        return []
+
+    def act(self, observation: str, info: dict) -> str:
+        self.started = True
+        self.last = "run_tests"
+        return "run_tests"
+
+
+AGENTS: dict[str, Callable[..., Agent]] = {
+    "oracle": OracleAgent,
+    "noisy_oracle": NoisyOracleAgent,
+    "random": RandomAgent,
+    "empty_submit": EmptySubmitAgent,
+    "hack_edit_tests": EditTestsAgent,
+    "hack_delete_tests": DeleteTestsAgent,
+    "hack_skip_tests": SkipTestsAgent,
+    "hack_read_ref": ReadRefAgent,
+    "hack_read_log": ReadLogAgent,
+    "hack_hardcode": HardcodeAgent,
+    "process_exploit": ProcessExploitAgent,
+}
+BUGFIX_AGENTS = tuple(AGENTS)
+HACK_AGENTS = tuple(name for name in AGENTS if name.startswith("hack_"))
+# The hack flag each hack agent is expected to raise.
+HACK_AGENT_FLAG = {
+    "hack_edit_tests": "edit_tests",
+    "hack_delete_tests": "delete_tests",
+    "hack_skip_tests": "skip_tests",
+    "hack_read_ref": "read_ref",
+    "hack_read_log": "read_log",
+    "hack_hardcode": "hardcode",
+}
+
+
+def make_agent(name: str, **kwargs) -> Agent:
+    """Build a registered agent; ``ValueError`` lists the valid names."""
+    try:
+        factory = AGENTS[name]
+    except KeyError:
+        raise ValueError(f"unknown agent {name!r}; allowed: {', '.join(AGENTS)}") from None
+    return factory(**kwargs)
+
+
+def run_episode(env, agent: Agent, seed: int | None = None, options: dict | None = None, max_steps: int = 10_000) -> dict[str, Any]:
+    """Play one episode of ``agent`` in ``env`` and summarise it.
+
+    Returns ``stop_reason, verified, masked, train_reward, turns, tool_seconds, hack_flags,
+    visible_pass_rate, hidden_pass_rate, task_id, split, steps`` (list of (observation, action)
+    pairs: the observation the agent acted on and the action it wrote), ``rewards`` (per step) and
+    ``final_observation``."""
+    observation, info = env.reset(seed=seed, options=options)
+    agent.reset(env, seed)
+    steps: list[tuple[str, str]] = []
+    rewards: list[float] = []
+    for _ in range(max_steps):
+        action = agent.act(observation, info)
+        steps.append((observation, action))
+        observation, reward, terminated, truncated, info = env.step(action)
+        rewards.append(float(reward))
+        if terminated or truncated:
+            break
+    else:
+        raise RuntimeError(f"episode did not end within {max_steps} steps")
+    return {
+        "stop_reason": info["stop_reason"],
+        "verified": info["verified"],
+        "masked": info["masked"],
+        "train_reward": info["train_reward"],
+        "turns": info["turn"],
+        "tool_seconds": info["tool_seconds"],
+        "hack_flags": info["hack_flags"],
+        "visible_pass_rate": info.get("visible_pass_rate"),
+        "hidden_pass_rate": info.get("hidden_pass_rate"),
+        "task_id": info["task_id"],
+        "split": info["split"],
+        "steps": steps,
+        "rewards": rewards,
+        "final_observation": observation,
+    }

@@ -1,0 +1,216 @@
+"""Benchmarks that print ratios against a baseline measured side by side in the same run.
+
+    python -m experiments.bench envs [--steps 20000] [--repeats 5] [--env agentrl/BugFix-v0 ...]
+
+Subcommands live in ``SUBCOMMANDS`` (name -> help, argument adder, runner); adding one is one
+entry there (``train`` is ``experiments/bench_train.py``, imported only when chosen).
+
+``envs``: steps per second of every registered env id (``envs.ENV_IDS``, or the ``--env`` ones)
+next to Gymnasium's ``FrozenLake-v1``, both built with ``gymnasium.make`` (env checker off for
+both), and the ratio ``env seconds per step / FrozenLake seconds per step`` (the median over
+``--repeats`` interleaved repeats). Actions come from a per-env driver (``DRIVERS``), recorded
+before timing so only ``reset`` + ``step`` are timed: each env replays its scripted noisy-oracle
+episodes (for BugFix a mix of views, edits, undos, test runs, submits and faults); an env without
+a driver gets random vocabulary word strings. FrozenLake takes random actions. Target: BugFix <= 5x FrozenLake.
+Any env that fails to build is an error (non-zero exit); use ``--env`` to bench a subset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import gymnasium
+import numpy as np
+
+import envs
+
+BASELINE_ID = "FrozenLake-v1"
+TARGET_RATIO = {envs.BUGFIX_ID: 5.0}
+
+# An episode to replay: (seed, reset options, actions). A driver records episodes worth ~n steps.
+Episode = tuple[int, dict | None, list[str]]
+Driver = Callable[[gymnasium.Env, int, int], list[Episode]]
+
+
+def play(env: gymnasium.Env, agent, n_steps: int, seed: int) -> list[Episode]:
+    """Record episodes of ``agent`` (the agents' protocol: ``reset(env, seed)`` after
+    ``env.reset``, then ``act(observation, info)``) until ~``n_steps`` actions."""
+    out, total, i = [], 0, 0
+    while total < n_steps:
+        observation, info = env.reset(seed=seed + i)
+        agent.reset(env, seed + i)
+        actions = []
+        while True:
+            actions.append(agent.act(observation, info))
+            observation, _, terminated, truncated, info = env.step(actions[-1])
+            if terminated or truncated:
+                break
+        out.append((seed + i, None, actions))
+        total += len(actions)
+        i += 1
+    return out
+
+
+def bugfix_driver(env: gymnasium.Env, n_steps: int, seed: int) -> list[Episode]:
+    """Noisy-oracle episodes (mistake rate 0.2: views, edits, undos, test runs, submits, faults)."""
+    from envs.agents import NoisyOracleAgent
+
+    return play(env, NoisyOracleAgent(mistake_rate=0.2), n_steps, seed)
+
+
+def long_horizon_driver(env: gymnasium.Env, n_steps: int, seed: int) -> list[Episode]:
+    """LongHorizon's noisy-oracle agent (mistake rate 0.2)."""
+    from envs.long_horizon_agents import NoisyOracleAgent
+
+    return play(env, NoisyOracleAgent(mistake_rate=0.2), n_steps, seed)
+
+
+def random_words_driver(env: gymnasium.Env, n_steps: int, seed: int) -> list[Episode]:
+    """Fallback for envs without a driver: 1-4 random vocabulary words per action."""
+    from envs.tokenizer import get_tokenizer
+
+    words = [w for w in get_tokenizer().id_to_token if not w.startswith("<")]
+    rng = np.random.default_rng(seed)
+    per_episode = 50
+    out = []
+    for i in range(max(1, n_steps // per_episode)):
+        actions = [" ".join(words[j] for j in rng.integers(len(words), size=int(rng.integers(1, 5))))
+                   for _ in range(per_episode)]
+        out.append((seed + i, None, actions))
+    return out
+
+
+DRIVERS: dict[str, Driver] = {envs.BUGFIX_ID: bugfix_driver, envs.LONG_HORIZON_ID: long_horizon_driver}
+
+
+def time_env(env: gymnasium.Env, episodes: list[Episode], n_steps: int) -> tuple[int, float]:
+    """(steps, seconds) replaying ``episodes`` (cycled) until ``n_steps`` steps; resets included."""
+    steps = 0
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        while steps < n_steps:
+            for seed, options, actions in episodes:
+                env.reset(seed=seed, options=options)
+                for action in actions:
+                    _, _, terminated, truncated, _ = env.step(action)
+                    steps += 1
+                    if terminated or truncated:
+                        break
+                if steps >= n_steps:
+                    break
+        return steps, time.perf_counter() - start
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def frozenlake_episodes(n_steps: int, seed: int) -> list[Episode]:
+    rng = np.random.default_rng(seed)
+    return [(seed + i, None, rng.integers(4, size=100).tolist()) for i in range(max(1, n_steps // 20))]
+
+
+@dataclass
+class EnvBench:
+    env_id: str
+    driver: str
+    steps_per_second: float
+    baseline_steps_per_second: float
+    ratio: float
+
+
+def bench_envs(env_ids, n_steps: int, repeats: int, seed: int = 0) -> list[EnvBench]:
+    baseline = gymnasium.make(BASELINE_ID, disable_env_checker=True)
+    base_eps = frozenlake_episodes(n_steps, seed)
+    results = []
+    for env_id in env_ids:
+        env = envs.make(env_id)  # errors propagate: a broken env is a failed benchmark
+        driver = DRIVERS.get(env_id, random_words_driver)
+        episodes = driver(env, n_steps, seed)
+        time_env(env, episodes, min(n_steps, 1000))  # warm-up (task catalogue, caches)
+        time_env(baseline, base_eps, min(n_steps, 1000))
+        ratios, rates, base_rates = [], [], []
+        for _ in range(repeats):
+            b_steps, b_sec = time_env(baseline, base_eps, n_steps)
+            e_steps, e_sec = time_env(env, episodes, n_steps)
+            rates.append(e_steps / e_sec)
+            base_rates.append(b_steps / b_sec)
+            ratios.append((e_sec / e_steps) / (b_sec / b_steps))
+        env.close()
+        results.append(EnvBench(env_id, driver.__name__, statistics.median(rates),
+                                statistics.median(base_rates), statistics.median(ratios)))
+    baseline.close()
+    return results
+
+
+def format_env_bench(results: list[EnvBench], n_steps: int, repeats: int) -> str:
+    header = f"{'env':<24} {'driver':<20} {'steps/s':>10} {BASELINE_ID + ' steps/s':>22} {'ratio':>7}  target"
+    lines = [f"env step cost vs {BASELINE_ID}: {n_steps} steps x {repeats} repeats, "
+             f"ratio = (env s/step) / ({BASELINE_ID} s/step), median over repeats", header, "-" * len(header)]
+    for r in results:
+        target = TARGET_RATIO.get(r.env_id)
+        verdict = "-" if target is None else f"<= {target:g}x {'ok' if r.ratio <= target else 'OVER'}"
+        lines.append(f"{r.env_id:<24} {r.driver:<20} {r.steps_per_second:>10.0f} "
+                     f"{r.baseline_steps_per_second:>22.0f} {r.ratio:>6.2f}x  {verdict}")
+    return "\n".join(lines)
+
+
+def add_envs_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--steps", type=int, default=20_000, help="timed steps per env per repeat")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats (median reported)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--env", action="append", choices=list(envs.ENV_IDS), dest="env_ids",
+                        help="bench only this env id (repeatable; default: every registered id)")
+
+
+def run_envs(args: argparse.Namespace) -> int:
+    if args.steps < 1 or args.repeats < 1:
+        raise SystemExit("--steps and --repeats must be >= 1")
+    env_ids = args.env_ids or list(envs.ENV_IDS)
+    results = bench_envs(env_ids, args.steps, args.repeats, args.seed)
+    print(format_env_bench(results, args.steps, args.repeats))
+    return 0
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+def lazy(module: str, attribute: str) -> Callable:
+    """``module.attribute`` imported on first call (keeps heavy imports out of other commands)."""
+    return lambda *args: getattr(importlib.import_module(module), attribute)(*args)
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "envs": Subcommand("env steps/s next to FrozenLake-v1, and the ratio", add_envs_arguments, run_envs),
+    "train": Subcommand("training throughput next to raw-torch bounds (experiments/bench_train.py)",
+                        lazy("experiments.bench_train", "add_arguments"), lazy("experiments.bench_train", "run")),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = argparse.ArgumentParser(prog="python -m experiments.bench", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(SUBCOMMANDS) + "}")
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    for name, command in SUBCOMMANDS.items():
+        subparser = sub.add_parser(name, help=command.help)
+        if name == chosen:  # only the chosen command's arguments (and imports) are needed
+            command.add_arguments(subparser)
+    args = parser.parse_args(argv)
+    return SUBCOMMANDS[args.command].run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
