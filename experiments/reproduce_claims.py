@@ -26,6 +26,7 @@ from algos.losses import (
     token_ratios,
 )
 from algos.metrics import mixed_group_probability
+from experiments.claims_envs import check_c9, check_c10, check_c11, check_c21, check_c23, check_c24
 
 PASS, FAIL, PENDING, OPTIONAL = "PASS", "FAIL", "PENDING", "OPTIONAL"
 STATUSES = (PASS, FAIL, PENDING, OPTIONAL)
@@ -275,9 +276,9 @@ _ROWS: list[Claim] = [
     Claim("C6", "measured mixed-group rate vs P_mix; correlated tries", "within binomial CI; lower when correlated", pending(TRAINERS), "empirical"),
     Claim("C7", "behavior / old / reference / verifier are separate roles", "stale behavior log-probs differ from recomputed old ones; both stored", pending(TRAINERS), "empirical"),
     Claim("C8", "tool output is observation, not action", "observation tokens get zero loss weight; un-masking changes the loss", pending(TRAINERS), "empirical"),
-    Claim("C9", "long context is not long horizon", "step unit stated; horizon and context configurable independently", pending(ENVS), "empirical"),
-    Claim("C10", "lossy summary drops what the next decision needs", "more repeated fixes with 'tests failed' summary", pending(ENVS), "empirical"),
-    Claim("C11", "stopping is not one thing", "distinct stop reasons, each with continue / score rule", pending(ENVS), "empirical"),
+    Claim("C9", "long context is not long horizon (LongHorizon oracle, 2x2 n_stages x verbose)", "step unit stated; horizon and context configurable independently", check_c9, "empirical"),
+    Claim("C10", "lossy summary drops what the next decision needs (ContextReadingAgent, lossy vs structured)", "more repeated fixes with 'tests failed' summary", check_c10, "empirical"),
+    Claim("C11", "stopping is not one thing (real BugFix episodes per stop reason)", "distinct stop reasons, each with continue / score rule", check_c11, "empirical"),
     Claim("C12", "group comparison without aligned steps", "4-step success vs 10-step failure compared by outcome", pending(TRAINERS), "empirical"),
     Claim("C13", "segments are not independent answers", "3 + 6 segments stay 2 group members", pending(TRAINERS), "empirical"),
     Claim("C14", "outcome-only GRPO: one advantage per trajectory", "all action tokens of a trajectory share A", pending(TRAINERS), "empirical"),
@@ -287,10 +288,10 @@ _ROWS: list[Claim] = [
     Claim("C18", "slice weighting: task A 2 x loss 1, task B 6 x loss 3", "task-mean 2.0, token-mean 2.5; same under micro-batching", check_c18),
     Claim("C19", "compute-matched GRPO vs PPO comparison", "rollouts, tokens, tool time, train compute side by side", pending(EXPERIMENTS), "empirical"),
     Claim("C20", "training-side and task-side diagnostics", "all-0/all-1 rates, held-out critic EV, slicing shift, success at equal budget", pending(EXPERIMENTS), "empirical"),
-    Claim("C21", "reward hacking earns nothing", "edited tests / read answers never rewarded; counted", pending(ENVS), "empirical"),
+    Claim("C21", "reward hacking earns nothing (every BugFix hack agent, easy + hard)", "edited tests / read answers never rewarded; counted", check_c21, "empirical"),
     Claim("C22", "multi-agent non-stationarity (optional)", "centralized critic, local actors", optional(f"optional; needs {EXPERIMENTS}"), "empirical"),
-    Claim("C23", "training judge is not independent evidence", "evaluation verifier separate from training reward", pending(ENVS), "empirical"),
-    Claim("C24", "process rewards add signal but can be biased", "biased variant: higher train reward, not higher verified success", pending(EXPERIMENTS), "empirical"),
+    Claim("C23", "training judge is not independent evidence (BugFix graders)", "evaluation verifier separate from training reward", check_c23, "empirical"),
+    Claim("C24", "process rewards add signal but can be biased (scripted agents; trainer run pending)", "biased variant: higher train reward, not higher verified success", check_c24, "empirical"),
     Claim("C25", "PPO clipping is not a KL penalty (autograd)", "clipped token grad 0; ratio not limited; KL grad != 0 at ratios 1", check_c25),
 ]
 
