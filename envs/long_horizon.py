@@ -118,7 +118,7 @@ class LongHorizonEnv(gym.Env):
     many decisions a solution needs (``n_stages + 3`` turns for the oracle: read, try, ``n_stages``
     steps, submit), ``verbose`` sets how many filler log words each tool output carries.
 
-    ## Action (one tool call, whitespace-separated words; at most 5 words, all in the vocabulary)
+    ## Action (one tool call, whitespace-separated words; one or two words, all in the vocabulary)
     ```
     read notes     show the notes (the key); only before the first `step`
     status         "status : <k> stages left , fix <X|none> , tests <passing|failing|not run>"

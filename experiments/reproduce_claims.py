@@ -265,7 +265,7 @@ def optional(reason: str) -> Callable[[], tuple[str, str]]:
     return lambda: (reason, OPTIONAL)
 
 
-ENVS, TRAINERS, EXPERIMENTS = "#3 (environments)", "#4 (trainers)", "#5 (experiments)"
+TRAINERS, EXPERIMENTS = "#4 (trainers)", "#5 (experiments)"
 
 _ROWS: list[Claim] = [
     Claim("C1", "token vs sequence ratio, old [.5,.25,.5] new [.6,.2,.6]", "tokens [1.2, 0.8, 1.2]; product 1.152; token-level PPO uses per-token ratios", check_c1),
