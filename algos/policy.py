@@ -1,0 +1,339 @@
+"""A tiny causal transformer policy over the shared vocabulary, with a real KV cache.
+
+Positions: the context of one segment is ``[BOS] obs_0 [SEP] a_1 [EOS] obs_1 [SEP] ...`` and
+token ``t`` sits at position ``t`` (learned absolute position embeddings, ``0 <= t < max_len``).
+A compression starts a new segment, so positions restart at 0.
+
+Alignment used everywhere in ``algos``: the log-prob of the token at index ``t`` comes from the
+logits at index ``t - 1``, and the value "of the state an action token was chosen in" is read at
+index ``t - 1`` too (the position that precedes the token). ``token_logprobs_and_values`` returns
+both aligned to the token index, with index 0 (always BOS) set to 0.
+
+Critic: ``critic="head"`` adds a linear value head on the shared trunk, ``critic="separate"``
+keeps a second, independent transformer (``ValueModel``) of the same shape; ``critic="none"``
+has no value at all (GRPO).
+
+KV cache (``KVCache``): one cache for a batch of rows, each row with its own length. ``step``
+appends ``n_b`` tokens to row ``b`` (0 <= n_b, rows padded on the right to the longest) in one
+forward and returns the logits at every appended position; queries attend to every cached key at
+or before their own position in the same row, so logits equal those of a full forward over the
+concatenated row (``tests/algos/test_policy.py`` checks this).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+CRITIC_KINDS = ("none", "head", "separate")
+
+
+@dataclass
+class PolicyShape:
+    """The model's shape (mirrors ``experiments.config.PolicyConfig``'s architecture fields)."""
+
+    vocab_size: int
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    max_len: int = 512
+    mlp_ratio: int = 4
+    critic: str = "none"  # none | head | separate
+    tie_embeddings: bool = True
+
+    def __post_init__(self) -> None:
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"policy.d_model={self.d_model} must be divisible by policy.n_heads={self.n_heads}"
+            )
+        if self.critic not in CRITIC_KINDS:
+            raise ValueError(f"policy.critic={self.critic!r} unknown; allowed: {', '.join(CRITIC_KINDS)}")
+
+
+class Block(nn.Module):
+    def __init__(self, d: int, n_heads: int, mlp_ratio: int) -> None:
+        super().__init__()
+        self.n_heads = n_heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, mlp_ratio * d)
+        self.out = nn.Linear(mlp_ratio * d, d)
+
+    def _split(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        h = self.n_heads
+        return (
+            q.view(b, t, h, d // h).transpose(1, 2),
+            k.view(b, t, h, d // h).transpose(1, 2),
+            v.view(b, t, h, d // h).transpose(1, 2),
+        )
+
+    def _finish(self, x: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
+        b, h, t, dh = att.shape
+        x = x + self.proj(att.transpose(1, 2).reshape(b, t, h * dh))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self._split(x)
+        return self._finish(x, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+    def forward_cached(self, x, k_cache, v_cache, batch_idx, write_pos, attn_mask, t_keys, rows=None):
+        """Write this chunk's keys/values at ``(batch_idx, write_pos)`` of the cache (layout
+        ``[B, H, T, Dh]``) and attend over positions ``[:t_keys]`` of the chunk's rows."""
+        q, k, v = self._split(x)
+        k_cache[batch_idx, :, write_pos] = k.transpose(1, 2)
+        v_cache[batch_idx, :, write_pos] = v.transpose(1, 2)
+        if rows is None:
+            keys, vals = k_cache[:, :, :t_keys], v_cache[:, :, :t_keys]
+        else:
+            keys, vals = k_cache[rows, :, :t_keys], v_cache[rows, :, :t_keys]
+        att = F.scaled_dot_product_attention(q, keys, vals, attn_mask=attn_mask)
+        return self._finish(x, att)
+
+
+class Trunk(nn.Module):
+    """Token + position embeddings, ``n_layers`` pre-norm blocks, final LayerNorm -> hidden."""
+
+    def __init__(self, shape: PolicyShape) -> None:
+        super().__init__()
+        self.shape = shape
+        self.tok = nn.Embedding(shape.vocab_size, shape.d_model)
+        self.pos = nn.Embedding(shape.max_len, shape.d_model)
+        self.blocks = nn.ModuleList(
+            Block(shape.d_model, shape.n_heads, shape.mlp_ratio) for _ in range(shape.n_layers)
+        )
+        self.ln_f = nn.LayerNorm(shape.d_model)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        t = tokens.shape[1]
+        if t > self.shape.max_len:
+            raise ValueError(f"sequence of {t} tokens exceeds policy.max_len={self.shape.max_len}")
+        x = self.tok(tokens) + self.pos(torch.arange(t, device=tokens.device))
+        for block in self.blocks:
+            x = block(x)
+        return self.ln_f(x)
+
+
+def _init_weights(module: nn.Module) -> None:
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=0.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, std=0.02)
+
+
+class KVCache:
+    """Per-layer key/value buffers ``[B, H, capacity, Dh]`` plus each row's current length.
+
+    ``capacity = max_len + 1``: the extra slot absorbs the writes of right-padding queries (their
+    outputs are ignored) so they can never overwrite a real token's entry.
+    """
+
+    def __init__(self, shape: PolicyShape, batch_size: int, dtype=torch.float32) -> None:
+        dh = shape.d_model // shape.n_heads
+        self.capacity = shape.max_len + 1
+        self.max_len = shape.max_len
+        self.k = [torch.zeros(batch_size, shape.n_heads, self.capacity, dh, dtype=dtype) for _ in range(shape.n_layers)]
+        self.v = [torch.zeros(batch_size, shape.n_heads, self.capacity, dh, dtype=dtype) for _ in range(shape.n_layers)]
+        self.lengths = torch.zeros(batch_size, dtype=torch.long)
+
+    @property
+    def batch_size(self) -> int:
+        return self.lengths.shape[0]
+
+    def reset_rows(self, rows) -> None:
+        """Empty the given rows (a new episode or a new segment after compression)."""
+        self.lengths[torch.as_tensor(rows, dtype=torch.long)] = 0
+
+
+class PolicyModel(nn.Module):
+    """Causal LM over the shared vocabulary; optional value head or separate critic."""
+
+    def __init__(self, shape: PolicyShape) -> None:
+        super().__init__()
+        self.shape = shape
+        self.trunk = Trunk(shape)
+        self.lm_head = nn.Linear(shape.d_model, shape.vocab_size, bias=False)
+        self.value_head = nn.Linear(shape.d_model, 1) if shape.critic == "head" else None
+        _init_weights(self)
+        if shape.tie_embeddings:
+            self.lm_head.weight = self.trunk.tok.weight
+        if self.value_head is not None:
+            nn.init.zeros_(self.value_head.weight)
+
+    # ----- full forward (training / recompute) -------------------------------------------------
+    def forward(self, tokens: torch.Tensor, detach_value: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``tokens [B, T]`` (right-padded) -> ``(logits [B, T, V], values [B, T] | None)``.
+
+        ``values`` is the value head's output at each position (None without a head): the value
+        of the prefix ending at that position. ``detach_value`` stops the value loss from reaching
+        the shared trunk (used while pre-training the value head)."""
+        h = self.trunk(tokens)
+        logits = self.lm_head(h)
+        values = None
+        if self.value_head is not None:
+            values = self.value_head(h.detach() if detach_value else h).squeeze(-1)
+        return logits, values
+
+    # ----- incremental decoding ----------------------------------------------------------------
+    def new_cache(self, batch_size: int) -> KVCache:
+        return KVCache(self.shape, batch_size, dtype=self.trunk.tok.weight.dtype)
+
+    @torch.no_grad()
+    def step(self, cache: KVCache, tokens: torch.Tensor, n_new: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Append ``tokens[i, :n_new[i]]`` to cache row ``rows[i]`` (``rows=None``: row ``i`` of
+        every cache row); return logits ``[len, n, V]``. Outputs at ``j >= n_new[i]`` are padding
+        (meaningless). Rows with ``n_new = 0`` are left unchanged. A ``rows`` subset only touches
+        (and only pays attention for) those rows. Raises if a row would exceed ``max_len``."""
+        return self.lm_head(self._step_hidden(cache, tokens, n_new, rows))
+
+    @torch.no_grad()
+    def step_last(self, cache: KVCache, tokens: torch.Tensor, n_new: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Like ``step`` but only the logits at each row's last appended token: ``[len, V]``
+        (rows with ``n_new = 0`` get the logits of padding: ignore them)."""
+        h = self._step_hidden(cache, tokens, n_new, rows)
+        last = (n_new - 1).clamp(min=0)
+        return self.lm_head(h[torch.arange(h.shape[0]), last])
+
+    @torch.no_grad()
+    def prefill(self, cache: KVCache, tokens: torch.Tensor, n_new: torch.Tensor, rows: torch.Tensor | None = None) -> None:
+        """Append tokens to the cache without computing logits (a prompt / observation chunk)."""
+        self._step_hidden(cache, tokens, n_new, rows)
+
+    def _step_hidden(self, cache: KVCache, tokens: torch.Tensor, n_new: torch.Tensor, rows=None) -> torch.Tensor:
+        b, n = tokens.shape
+        start = cache.lengths if rows is None else cache.lengths[rows]
+        end = start + n_new
+        if int(end.max()) > cache.max_len:
+            raise ValueError(f"KV cache row would exceed policy.max_len={cache.max_len}")
+        offs = torch.arange(n)
+        pos = start[:, None] + offs[None, :]  # [b, n] absolute positions
+        real = offs[None, :] < n_new[:, None]
+        write_pos = torch.where(real, pos, torch.full_like(pos, cache.capacity - 1))
+        emb_pos = torch.where(real, pos, torch.zeros_like(pos))
+        t_keys = max(int(end.max()), 1)
+        key_pos = torch.arange(t_keys)
+        # query j of row i (position pos[i, j]) sees keys at positions <= pos[i, j]
+        mask = (key_pos[None, None, :] <= pos[:, :, None])[:, None]  # [b, 1, n, Tk]
+        row_ids = torch.arange(b) if rows is None else rows
+        batch_idx = row_ids[:, None].expand(b, n)
+        x = self.trunk.tok(tokens) + self.trunk.pos(emb_pos)
+        for layer, block in enumerate(self.trunk.blocks):
+            x = block.forward_cached(x, cache.k[layer], cache.v[layer], batch_idx, write_pos, mask, t_keys, rows)
+        if rows is None:
+            cache.lengths = end
+        else:
+            cache.lengths[rows] = end
+        return self.trunk.ln_f(x)
+
+
+class ValueModel(nn.Module):
+    """A separate critic: its own trunk (same shape as the policy) and a scalar head."""
+
+    def __init__(self, shape: PolicyShape) -> None:
+        super().__init__()
+        self.shape = shape
+        self.trunk = Trunk(shape)
+        self.head = nn.Linear(shape.d_model, 1)
+        _init_weights(self)
+        nn.init.zeros_(self.head.weight)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``tokens [B, T]`` -> values ``[B, T]`` (the value of the prefix ending at each position)."""
+        return self.head(self.trunk(tokens)).squeeze(-1)
+
+
+def shift_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Log-prob of each token under the logits of the previous position, at ``temperature``.
+
+    ``logits [B, T, V]``, ``tokens [B, T]`` -> ``[B, T]`` with index 0 set to 0:
+    ``out[b, t] = log softmax(logits[b, t-1] / temperature)[tokens[b, t]]``."""
+    lp = torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)
+    taken = lp.gather(-1, tokens[:, 1:, None]).squeeze(-1)
+    return F.pad(taken, (1, 0))
+
+
+def shift_logprobs_entropy(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0,
+                           entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(shift_logprobs, shift_entropy)`` from one log-softmax; the entropy carries a gradient
+    only with ``entropy_grad`` (otherwise it is a detached diagnostic)."""
+    lp = torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)
+    taken = F.pad(lp.gather(-1, tokens[:, 1:, None]).squeeze(-1), (1, 0))
+    if entropy_grad:
+        ent = -(lp.exp() * lp).sum(-1)
+    else:
+        with torch.no_grad():
+            ent = -(lp.exp() * lp).sum(-1)
+    return taken, F.pad(ent, (1, 0))
+
+
+def shift_entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Entropy of the next-token distribution that produced each token (aligned like ``shift_logprobs``)."""
+    lp = torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)
+    ent = -(lp.exp() * lp).sum(-1)
+    return F.pad(ent, (1, 0))
+
+
+def shift_values(values: torch.Tensor) -> torch.Tensor:
+    """Values aligned to the token they precede: ``out[b, t] = values[b, t-1]``, ``out[b, 0] = 0``."""
+    return F.pad(values[:, :-1], (1, 0))
+
+
+def count_params(module: nn.Module, matmul_only: bool = True) -> int:
+    """Parameters of ``module``; with ``matmul_only`` the embedding lookup tables are left out
+    (they cost no multiply-adds) except a tied output matrix, which is counted once as the LM head."""
+    seen: set[int] = set()
+    total = 0
+    for name, p in module.named_parameters(remove_duplicate=False):
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        if matmul_only and (name.endswith("trunk.pos.weight") or (name.endswith("trunk.tok.weight") and not _is_tied(module))):
+            continue
+        total += p.numel()
+    return total
+
+
+def _is_tied(module: nn.Module) -> bool:
+    return isinstance(module, PolicyModel) and module.lm_head.weight is module.trunk.tok.weight
+
+
+def build_models(shape: PolicyShape, seed: int | None = None) -> tuple[PolicyModel, ValueModel | None]:
+    """The policy and (for ``critic="separate"``) its critic, initialised from ``seed``."""
+    if seed is not None:
+        torch.manual_seed(seed)
+    policy = PolicyModel(shape)
+    critic = ValueModel(shape) if shape.critic == "separate" else None
+    return policy, critic
+
+
+def sample_from_logits(logits: torch.Tensor, temperature: float, generator: torch.Generator | None = None):
+    """Sample one token per row at ``temperature``; return ``(tokens [B], logprobs [B])`` where the
+    log-prob is of the tempered distribution actually sampled from (the behavior log-prob)."""
+    lp = torch.log_softmax(logits.float() / temperature, dim=-1)
+    tok = torch.multinomial(lp.exp(), 1, generator=generator).squeeze(-1)
+    return tok, lp.gather(-1, tok[:, None]).squeeze(-1)
+
+
+__all__ = [
+    "CRITIC_KINDS",
+    "KVCache",
+    "PolicyModel",
+    "PolicyShape",
+    "ValueModel",
+    "build_models",
+    "count_params",
+    "sample_from_logits",
+    "shift_entropy",
+    "shift_logprobs",
+    "shift_logprobs_entropy",
+    "shift_values",
+]

@@ -1,0 +1,366 @@
+"""Batched rollout engine: many env instances in lockstep, one forward per generated token.
+
+Each of ``num_envs`` slots holds one env and one row of a shared ``KVCache``. Every engine step
+samples one token for every busy slot with ONE batched decode forward (``PolicyModel.step_last``
+over all slots, one token each). Slots that have more than that one token to feed first append
+the rest in one batched prefill forward over just those rows (``PolicyModel.prefill``): a slot
+whose action just ended feeds that action's last token, the observation and ``[SEP]``; a slot that
+was just reset or compressed feeds ``[BOS] obs [SEP]`` into an emptied cache row. The logits at
+each row's last fed token give its next sampled token. A slot whose trajectory ends is refilled
+with the next request (continuous batching).
+
+An action is the sampled words up to EOS (EOS is sampled, action_mask 1) or up to
+``max_action_tokens`` words (then an env-written EOS closes it, action_mask 0). Its text is
+``tokenizer.decode`` of the words, passed to ``env.step``.
+
+Context limit: a segment never exceeds ``max_len`` tokens. When the next observation plus one
+more full action would not fit, the engine stops the episode as ``token_budget`` (an outside
+limit: truncated, scored 0, bootstrapped in PPO from V(next state)); the final observation is then
+cut from the front to fit.
+
+Everything of ``algos.batch``'s data model is recorded: segments with start/end kinds and the
+continuation context, action mask, behavior log-probs at the sampling temperature, policy
+versions, per-turn rewards / tool status, stop reason, verified score, hack flags and compute.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import torch
+
+import envs
+from algos.batch import ContextBuilder, Trajectory
+from algos.policy import PolicyModel
+from envs.stop import StopReason, rule_for
+from envs.tokenizer import get_tokenizer
+
+# tool statuses that count as a tool failure (for the recovery-after-failure metric)
+TOOL_FAILURE_STATUSES = frozenset({"error", "timeout", "flaky", "crash"})
+
+
+@dataclass
+class RolloutRequest:
+    """One trajectory to generate: reset ``options`` (task instance) and ``seed``; ``group_id``
+    ties the G members of a GRPO group (same options, different seeds)."""
+
+    options: dict | None
+    seed: int
+    group_id: int = 0
+
+
+@dataclass
+class _Slot:
+    request_index: int
+    traj: Trajectory
+    builder: ContextBuilder
+    pending: list[int] = field(default_factory=list)
+    action_len: int = 0
+    last_info: dict = field(default_factory=dict)
+
+
+class RolloutEngine:
+    """``collect(model, requests, policy_version, generator) -> list[Trajectory]`` (request order)."""
+
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int,
+        max_len: int,
+        max_action_tokens: int = 16,
+        temperature: float = 1.0,
+        env_kwargs: dict | None = None,
+        compression: dict | None = None,
+    ) -> None:
+        if num_envs < 1:
+            raise ValueError(f"rollout.num_envs={num_envs} must be >= 1")
+        self.env_id = env_id
+        self.env_kwargs = dict(env_kwargs or {})
+        self.compression = dict(compression) if compression else None
+        self.envs = [envs.make(env_id, compression=self.compression, **self.env_kwargs) for _ in range(num_envs)]
+        self.num_envs = num_envs
+        self.max_len = max_len
+        self.max_action_tokens = max_action_tokens
+        self.temperature = temperature
+        self.tok = get_tokenizer()
+        # timing of the last collect (seconds): model forwards vs env steps vs the rest
+        self.timing: dict[str, float] = {}
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+    # -----------------------------------------------------------------------------------------
+    def collect(
+        self,
+        model: PolicyModel,
+        requests: list[RolloutRequest],
+        policy_version: int = 0,
+        generator: torch.Generator | None = None,
+        temperature: float | None = None,
+        trace: list | None = None,
+    ) -> list[Trajectory]:
+        """Generate one trajectory per request (returned in request order). ``trace``: when a
+        list, every forward's inputs are appended to it (for the benchmark's raw replay)."""
+        temp = self.temperature if temperature is None else temperature
+        self._trace = trace
+        was_training = model.training
+        model.eval()
+        t_start = time.perf_counter()
+        t_model = t_env = 0.0
+        n_forwards = n_prefill = 0
+        queue = deque(range(len(requests)))
+        out: list[Trajectory | None] = [None] * len(requests)
+        slots: list[_Slot | None] = [None] * self.num_envs
+        cache = model.new_cache(self.num_envs)
+
+        def refill(b: int) -> None:
+            nonlocal t_env
+            slots[b] = None
+            while queue:
+                i = queue.popleft()
+                req = requests[i]
+                t0 = time.perf_counter()
+                obs, info = self.envs[b].reset(seed=req.seed, options=req.options)
+                t_env += time.perf_counter() - t0
+                traj = Trajectory(task_id=str(info.get("task_id", "")), group_id=req.group_id, index=i,
+                                  seed=req.seed, options=req.options, policy_version=policy_version)
+                builder = ContextBuilder(self.max_len)
+                ids = builder.start_segment(self.tok.encode(obs), "reset", room=self.max_action_tokens + 2)
+                cache.reset_rows([b])
+                if trace is not None:
+                    trace.append(("reset", b, None, None))
+                slots[b] = _Slot(i, traj, builder, pending=ids, last_info=info)
+                return
+
+        for b in range(self.num_envs):
+            refill(b)
+
+        with torch.no_grad():
+            while any(s is not None for s in slots):
+                t0 = time.perf_counter()
+                # 1) prefill: the rows that have more than one token to feed (observation, new
+                #    segment) append all but their last token, in one forward over just those rows
+                pre = [b for b, s in enumerate(slots) if s is not None and len(s.pending) > 1]
+                if pre:
+                    lens = [len(slots[b].pending) - 1 for b in pre]
+                    inp = torch.zeros(len(pre), max(lens), dtype=torch.long)
+                    for i, b in enumerate(pre):
+                        inp[i, : lens[i]] = torch.tensor(slots[b].pending[:-1], dtype=torch.long)
+                    model.prefill(cache, inp, torch.tensor(lens), rows=torch.tensor(pre))
+                    n_prefill += 1
+                    if trace is not None:
+                        trace.append(("prefill", inp, torch.tensor(lens), torch.tensor(pre)))
+                # 2) decode: every busy row feeds its last pending token; one forward for all rows
+                #    samples the next token of every busy row
+                inp = torch.tensor([[s.pending[-1] if s is not None else 0] for s in slots], dtype=torch.long)
+                n_new = torch.tensor([1 if s is not None else 0 for s in slots], dtype=torch.long)
+                logits = model.step_last(cache, inp, n_new)
+                if trace is not None:
+                    trace.append(("decode", inp, n_new, None))
+                if temp > 0:
+                    lp_all = torch.log_softmax(logits.float() / temp, dim=-1)
+                    sampled = torch.multinomial(lp_all.exp(), 1, generator=generator).squeeze(-1)
+                    logps = lp_all.gather(-1, sampled[:, None]).squeeze(-1)
+                else:  # greedy (evaluation only): log-prob of a deterministic choice is 0
+                    sampled = logits.argmax(-1)
+                    logps = torch.zeros(self.num_envs)
+                t_model += time.perf_counter() - t0
+                n_forwards += 1
+                sampled_l, logps_l = sampled.tolist(), logps.tolist()
+                for b, s in enumerate(slots):
+                    if s is None:
+                        continue
+                    token = sampled_l[b]
+                    s.builder.add_sampled(token, logps_l[b], policy_version)
+                    s.traj.generated_tokens += 1
+                    s.action_len += 1
+                    is_eos = token == self.tok.eos_id
+                    if not is_eos and s.action_len < self.max_action_tokens:
+                        s.pending = [token]
+                        continue
+                    t0 = time.perf_counter()
+                    done = self._finish_action(b, s, capped=not is_eos, cache=cache)
+                    t_env += time.perf_counter() - t0
+                    if done:
+                        out[s.request_index] = s.traj
+                        refill(b)
+        if was_training:
+            model.train()
+        total = time.perf_counter() - t_start
+        self.timing = {"total": total, "model": t_model, "env": t_env, "forwards": n_forwards,
+                       "prefill_forwards": n_prefill}
+        return out  # type: ignore[return-value]
+
+    # -----------------------------------------------------------------------------------------
+    def _finish_action(self, b: int, s: _Slot, capped: bool, cache) -> bool:
+        """Close the action, step the env, lay out what the policy sees next. True when done."""
+        builder = s.builder
+        turn = builder.end_action(capped)
+        seg = builder.seg
+        words = seg.tokens[turn.start: turn.end + 1]
+        if not capped:
+            words = words[:-1]  # drop the sampled EOS
+        # the tokens not yet fed to the model: the last sampled one (+ the forced EOS when capped)
+        last_fed = seg.tokens[-(2 if capped else 1):]
+        obs, reward, terminated, truncated, info = self.envs[b].step(self.tok.decode(words))
+        s.action_len = 0
+        s.last_info = info
+        kind, ids = record_step(builder, s.traj, turn, obs, reward, terminated, truncated, info,
+                                self.max_action_tokens)
+        if kind == "done":
+            return True
+        if kind == "compressed":
+            cache.reset_rows([b])
+            if self._trace is not None:
+                self._trace.append(("reset", b, None, None))
+            s.pending = ids
+        else:
+            s.pending = last_fed + ids
+        return False
+
+
+def record_step(builder: ContextBuilder, traj: Trajectory, turn, obs: str, reward: float, terminated: bool,
+                truncated: bool, info: dict, max_action_tokens: int) -> tuple[str, list[int]]:
+    """Record one env step's result after the action ``turn`` was closed; lay out the next context.
+
+    Returns ``(kind, ids)``: ``kind`` is ``"done"`` (episode ended; trajectory finalised),
+    ``"compressed"`` (a new segment ``[BOS] obs [SEP]`` was opened: ``ids`` is all of it) or
+    ``"continue"`` (``ids`` = ``obs [SEP]`` appended). The one code path for laying out contexts:
+    the rollout engine and the warm start's demonstrations both go through it."""
+    tok = get_tokenizer()
+    seg = builder.seg
+    turn.reward = float(reward)
+    turn.tool_status = str(info.get("tool_status", "ok"))
+    traj.turns += 1
+    traj.train_reward += float(reward)
+    if turn.tool_status in TOOL_FAILURE_STATUSES:
+        traj.tool_failures += 1
+    traj.tool_seconds = float(info.get("tool_seconds", traj.tool_seconds))
+    obs_ids = tok.encode(obs)
+    if terminated or truncated:
+        _end(traj, builder, info, terminated, truncated, obs_ids)
+        return "done", []
+    room = max_action_tokens + 2  # the next action (cap words + EOS) and a final [SEP]
+    if info.get("compression") is not None:
+        seg.end = "compressed"
+        seg.compression = dict(info["compression"])
+        kept = builder.fit(obs_ids, 2 + room, 0)
+        seg.continuation = list(kept)
+        return "compressed", builder.start_segment(kept, "compression", room=room)
+    if len(seg.tokens) + len(obs_ids) + 1 + room > builder.max_len:
+        # the context is full: an outside limit cuts the episode (token budget)
+        info = dict(info)
+        info.update(stop_reason=StopReason.TOKEN_BUDGET.value, masked=False, verified=0, engine_truncated=True)
+        _end(traj, builder, info, False, True, obs_ids)
+        return "done", []
+    return "continue", builder.add_observation(obs_ids)
+
+
+def _end(traj: Trajectory, builder: ContextBuilder, info: dict, terminated: bool, truncated: bool,
+         obs_ids: list[int]) -> None:
+    seg = builder.seg
+    reason = info.get("stop_reason")
+    rule = rule_for(reason) if reason is not None else None
+    masked = bool(info.get("masked", rule.masked if rule else False))
+    traj.stop_reason = str(reason) if reason is not None else ("terminated" if terminated else "truncated")
+    traj.masked = masked
+    traj.terminated = bool(terminated) and not masked
+    traj.truncated = not traj.terminated
+    traj.verified = None if masked else int(info.get("verified") or 0)
+    traj.visible_pass_rate = info.get("visible_pass_rate")
+    traj.hack_flags = dict(info.get("hack_flags") or {})
+    traj.final_info = {k: v for k, v in info.items() if isinstance(v, (int, float, str, bool, type(None)))}
+    if masked:
+        seg.end = "masked"
+    elif traj.terminated:
+        seg.end = "terminated"
+    else:
+        seg.end = "truncated"
+        # the next state the episode was cut in: obs appended, V read at its final SEP
+        builder.add_observation(obs_ids)
+        seg.bootstrap_index = len(seg.tokens) - 1
+    traj.segments = builder.segments
+    traj.observation_tokens = sum(len(x.tokens) - x.n_sampled for x in traj.segments)
+
+
+def demo_to_trajectory(observations: list[str], actions: list[str], rewards: list[float], infos: list[dict],
+                       terminated: bool, truncated: bool, max_len: int, max_action_tokens: int,
+                       group_id: int = 0) -> Trajectory:
+    """A scripted episode laid out exactly like a rollout (``record_step``): the demo's action
+    words (and their EOS) are the "sampled" tokens, with behavior log-prob 0 and policy version -1.
+    Raises ``ValueError`` when an action is longer than ``max_action_tokens``."""
+    tok = get_tokenizer()
+    traj = Trajectory(task_id=str(infos[0].get("task_id", "")), group_id=group_id, policy_version=-1)
+    builder = ContextBuilder(max_len)
+    builder.start_segment(tok.encode(observations[0]), "reset", room=max_action_tokens + 2)
+    for t, action in enumerate(actions):
+        words = tok.encode(action)
+        if len(words) > max_action_tokens:
+            raise ValueError(f"demo action {action!r} has {len(words)} words > rollout.max_action_tokens={max_action_tokens}")
+        for w in words + [tok.eos_id]:
+            builder.add_sampled(w, 0.0, -1)
+        traj.generated_tokens += len(words) + 1
+        turn = builder.end_action(capped=False)
+        last = t == len(actions) - 1
+        kind, _ = record_step(builder, traj, turn, observations[t + 1], rewards[t],
+                              terminated and last, truncated and last, infos[t + 1], max_action_tokens)
+        if kind == "done":
+            break
+    return traj
+
+
+def evaluate(engine: "RolloutEngine", model: PolicyModel, n_tasks: int, samples_per_task: int,
+             temperature: float, seed: int, split: str = "heldout", prefix: str = "eval/") -> dict:
+    """Success at a fixed test-time sampling budget (``samples_per_task`` attempts on each of
+    ``n_tasks`` tasks of ``split``), scored by the env's independent verifier (masked episodes are
+    excluded and counted). Also: recovery rate (success among episodes that hit a tool failure),
+    hack rate (episodes with any hack flag), mean turns."""
+    reqs = make_requests(n_tasks, samples_per_task, seed=seed, split=split, task_indices=list(range(n_tasks)))
+    gen = torch.Generator().manual_seed(seed)
+    trajs = engine.collect(model, reqs, policy_version=-1, generator=gen, temperature=temperature)
+    live = [t for t in trajs if not t.masked]
+    n = max(len(live), 1)
+    failed = [t for t in live if t.tool_failures > 0]
+    return {
+        f"{prefix}success": sum(int(t.verified or 0) for t in live) / n,
+        f"{prefix}test_budget": samples_per_task,
+        f"{prefix}tasks": n_tasks,
+        f"{prefix}episodes": len(trajs),
+        f"{prefix}masked": len(trajs) - len(live),
+        f"{prefix}recovery_rate": (sum(int(t.verified or 0) for t in failed) / len(failed)) if failed else float("nan"),
+        f"{prefix}tool_failure_episodes": len(failed),
+        f"{prefix}hack_rate": sum(1 for t in live if any(v for v in t.hack_flags.values())) / n,
+        f"{prefix}mean_turns": sum(t.turns for t in live) / n,
+        f"{prefix}train_reward": sum(t.train_reward for t in live) / n,
+    }
+
+
+def make_requests(
+    n_tasks: int,
+    group_size: int,
+    seed: int,
+    split: str = "train",
+    task_indices: list[int] | None = None,
+    n_task_pool: int | None = None,
+    rng: torch.Generator | None = None,
+) -> list[RolloutRequest]:
+    """``n_tasks`` task instances x ``group_size`` rollouts each. Task indices are given, or drawn
+    from ``range(n_task_pool)`` with ``rng``; member ``g`` of group ``k`` gets seed
+    ``seed * 1_000_003 + k * 1_009 + g`` (different seeds, same options)."""
+    if task_indices is None:
+        if n_task_pool is None:
+            raise ValueError("make_requests needs task_indices or n_task_pool")
+        task_indices = torch.randint(n_task_pool, (n_tasks,), generator=rng).tolist()
+    reqs = []
+    for k, ti in enumerate(task_indices):
+        for g in range(group_size):
+            reqs.append(RolloutRequest(options={"task_index": int(ti), "split": split},
+                                       seed=(seed * 1_000_003 + k * 1_009 + g) % (2**31 - 1), group_id=k))
+    return reqs
+
+
+__all__ = ["RolloutEngine", "RolloutRequest", "TOOL_FAILURE_STATUSES", "demo_to_trajectory", "evaluate",
+           "make_requests", "record_step"]

@@ -1,0 +1,254 @@
+"""The main job: a compute-matched GRPO vs PPO comparison over several seeds, then the report.
+
+    python -m experiments.compare                       # preset "small": ~10 min on 2 cores
+    python -m experiments.compare --preset bugfix       # configs/experiment/compare_bugfix.yaml
+    python -m experiments.compare --preset long_horizon --launcher ray
+    python -m experiments.compare --seeds 0,1 -- budget.amount=512 eval.tasks=8   # extra overrides
+
+Steps:
+1. **Sweep.** Runs ``python -m experiments.train -m +experiment=compare_<preset>`` as a
+   subprocess: a Hydra multirun over ``algo=grpo,ppo`` x seeds (the preset's
+   ``hydra.sweeper.params``) with the joblib launcher (2 jobs at a time) or ``hydra/launcher=ray``,
+   into one sweep directory (``--sweep-dir``, default ``runs/compare/<preset>-<timestamp>``; every
+   run is a subdirectory ``<env>-<algo>-s<seed>``). The command is printed and the output is shown
+   live and kept in ``<sweep>/sweep.log``.
+2. **Report.** :func:`experiments.report.render_report` on the sweep directory: ``report.md`` and
+   the PNGs next to the runs; the markdown is printed.
+3. **W&B summary run** (offline): one run in the sweep's group (``job_type="report"``) with the
+   final table and the diagnostics table as ``wandb.Table`` and every plot as ``wandb.Image``.
+   Each training run also logged itself to the same group (``job_type`` = its algorithm).
+
+Why a subprocess and not Hydra's Python API: ``hydra.compose`` cannot run a multirun or a
+launcher; calling ``@hydra.main`` in-process means faking ``sys.argv`` and sharing Hydra's global
+state with this process. The subprocess is exactly the command a user would type (printed, so any
+sweep can be re-run or extended by hand), keeps each sweep's state isolated, and lets this job set
+the environment of every run (one BLAS thread per job, W&B offline).
+
+Re-running with the same ``--sweep-dir`` resumes: each run continues from its last checkpoint
+(finished runs only rewrite their summary), then the report is rendered again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+PRESETS: dict[str, str] = {
+    "small": "compare_small",
+    "bugfix": "compare_bugfix",
+    "long_horizon": "compare_long_horizon",
+}
+LAUNCHERS = ("joblib", "ray")
+LOGGER_KINDS = ("wandb", "none")
+
+#: Environment of the sweep subprocess (and so of every job): one thread per BLAS/OpenMP pool so
+#: parallel jobs do not oversubscribe the cores; W&B never goes online or asks for a login.
+SWEEP_ENV: dict[str, str] = {
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "WANDB_MODE": "offline",
+    "WANDB_SILENT": "true",
+    "WANDB_DISABLE_GIT": "true",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+
+def experiment_override(experiment: str, config_dir: Path = CONFIG_DIR) -> str:
+    """``experiment=X`` when configs/config.yaml's defaults list has an ``experiment`` entry
+    (e.g. ``- optional experiment: null``), else ``+experiment=X`` (append the group)."""
+    from omegaconf import OmegaConf
+
+    defaults = OmegaConf.to_container(OmegaConf.load(config_dir / "config.yaml")).get("defaults", [])
+    for entry in defaults:
+        if isinstance(entry, dict) and any(str(k).split()[-1] == "experiment" for k in entry):
+            return f"experiment={experiment}"
+    return f"+experiment={experiment}"
+
+
+def default_sweep_dir(preset: str) -> Path:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / "compare" / f"{preset}-{stamp}"
+
+
+def sweep_command(
+    preset: str,
+    sweep_dir: Path,
+    group: str,
+    launcher: str = "joblib",
+    jobs: int | None = None,
+    seeds: Sequence[int] | None = None,
+    logger: str = "wandb",
+    overrides: Sequence[str] = (),
+) -> list[str]:
+    """The ``experiments.train`` multirun command of one comparison."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"unknown launcher {launcher!r}; allowed: {', '.join(LAUNCHERS)}")
+    if logger not in LOGGER_KINDS:
+        raise ValueError(f"unknown logger {logger!r}; allowed: {', '.join(LOGGER_KINDS)}")
+    cmd = [
+        sys.executable, "-m", "experiments.train", "-m",
+        experiment_override(PRESETS[preset]),
+        f"hydra/launcher={launcher}",
+        f"hydra.sweep.dir={sweep_dir}",
+        f"logger.kind={logger}",
+        f"logger.group={group}",
+    ]
+    if jobs is not None:
+        if launcher != "joblib":
+            raise ValueError("--jobs applies to the joblib launcher; Ray runs one job per free CPU")
+        cmd.append(f"hydra.launcher.n_jobs={jobs}")
+    if seeds is not None:
+        cmd.append("seed=" + ",".join(str(int(s)) for s in seeds))
+    cmd += list(overrides)
+    return cmd
+
+
+_SCHEMA_NOTICE = re.compile(r"^'hydra/launcher/\w+' is validated against ConfigStore schema")
+
+
+class _NoticeFilter:
+    """Drops Hydra's multi-line "validated against ConfigStore schema ... deprecated" notice from
+    the terminal echo (every job prints it because configs/hydra/launcher/*.yaml shadow the
+    plugins' schemas on purpose); sweep.log keeps everything."""
+
+    def __init__(self) -> None:
+        self.held: str | None = None  # a "...: UserWarning: " line waiting for its message
+        self.skip = 0
+
+    def __call__(self, line: str) -> str:
+        if self.skip:
+            self.skip -= 1
+            if self.skip == 0 and not line.startswith("  "):
+                return self(line)  # the notice had no source line: this line is the next output
+            return ""
+        if self.held is not None:
+            held, self.held = self.held, None
+            if _SCHEMA_NOTICE.match(line):
+                self.skip = 3  # 2 more message lines + the source line
+                return ""
+            return held + line
+        if line.rstrip("\n").endswith("UserWarning: "):
+            self.held = line
+            return ""
+        return line
+
+
+def run_sweep(cmd: Sequence[str], sweep_dir: Path, env: dict[str, str] | None = None) -> int:
+    """Run the multirun, echoing its output live and into ``<sweep>/sweep.log``; its exit code."""
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    full_env = {**os.environ, **SWEEP_ENV, **(env or {})}
+    echo = _NoticeFilter()
+    with open(sweep_dir / "sweep.log", "a") as log:
+        log.write("$ " + " ".join(cmd) + "\n")
+        proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=full_env, bufsize=1)
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                shown = echo(line)
+                if shown:
+                    sys.stdout.write(shown)
+                    sys.stdout.flush()
+            return proc.wait()
+        except KeyboardInterrupt:
+            proc.terminate()
+            proc.wait()
+            raise
+
+
+def log_report(report, kind: str, sweep_dir: Path, group: str, config: dict) -> None:
+    """The summary run: tables as wandb.Table, plots as wandb.Image, in the sweep's group."""
+    from experiments.loggers import make_logger
+    from experiments.report import DIAG_COLUMNS, diagnostics_table, group_runs
+
+    logger = make_logger(kind, run_dir=sweep_dir, name=f"{group}-report", group=group, job_type="report",
+                         config=config)
+    try:
+        logger.log_table("report/final_table", report.columns, report.rows)
+        logger.log_table("report/diagnostics", list(DIAG_COLUMNS), diagnostics_table(group_runs(report.runs)))
+        stop_cols = ["env", "method", "reason", "episodes"]
+        stop_rows = [[env, m, reason, n] for env, ms in report.stop_reasons.items()
+                     for m, t in ms.items() for reason, n in t.items()]
+        logger.log_table("report/stop_reasons", stop_cols, stop_rows)
+        logger.log_images({f"report/{name}": path for name, path in report.images.items()})
+    finally:
+        logger.finish()
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.compare",
+        description="Compute-matched GRPO vs PPO sweep over seeds, then the report (see module docstring).",
+    )
+    p.add_argument("--preset", default="small", choices=list(PRESETS),
+                   help="configs/experiment/compare_<preset>.yaml (default: small, ~10 min on 2 cores)")
+    p.add_argument("--seeds", default=None,
+                   help="comma-separated seeds (default: the preset's hydra.sweeper.params.seed)")
+    p.add_argument("--sweep-dir", default=None, type=Path,
+                   help="sweep directory (default runs/compare/<preset>-<timestamp>; an existing one resumes)")
+    p.add_argument("--launcher", default="joblib", choices=LAUNCHERS,
+                   help="joblib: local processes; ray: a Ray cluster (RAY_ADDRESS) or a local Ray instance")
+    p.add_argument("--jobs", default=None, type=int, help="parallel jobs for joblib (default: the launcher config's 2)")
+    p.add_argument("--logger", default="wandb", choices=LOGGER_KINDS, help="wandb (offline) or none")
+    p.add_argument("--title", default=None, help="report title")
+    p.add_argument("--dry-run", action="store_true", help="print the sweep command and exit")
+    p.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run (after --)")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
+    sweep_dir = (args.sweep_dir or default_sweep_dir(args.preset)).resolve()
+    group = sweep_dir.name
+    cmd = sweep_command(args.preset, sweep_dir, group, args.launcher, args.jobs, seeds, args.logger,
+                        args.overrides)
+    print("sweep: " + " ".join(cmd), flush=True)
+    if args.dry_run:
+        return 0
+
+    t0 = time.perf_counter()
+    code = run_sweep(cmd, sweep_dir)
+    sweep_seconds = time.perf_counter() - t0
+    if code != 0:
+        print(f"\ncompare: the sweep failed (exit code {code}); see {sweep_dir / 'sweep.log'}. "
+              f"Re-run with --sweep-dir {sweep_dir} to resume, or render what finished with "
+              f"`python -m experiments.report {sweep_dir}`.", file=sys.stderr)
+        return code
+
+    from experiments.report import ReportError, render_report
+
+    title = args.title or f"GRPO vs PPO, compute-matched ({PRESETS[args.preset]})"
+    try:
+        report = render_report(sweep_dir, title=title)
+    except ReportError as e:
+        print(f"compare: report failed: {e}", file=sys.stderr)
+        return 2
+    print(report.markdown)
+    config = {"preset": args.preset, "experiment": PRESETS[args.preset], "seeds": seeds,
+              "launcher": args.launcher, "overrides": list(args.overrides), "command": " ".join(cmd),
+              "sweep_dir": str(sweep_dir), "sweep_seconds": sweep_seconds, "runs": len(report.runs)}
+    log_report(report, args.logger, sweep_dir, group, config)
+    print(f"\nsweep {sweep_dir}: {len(report.runs)} runs in {sweep_seconds:.0f}s; report {report.path}"
+          + (f"; W&B offline files under {sweep_dir / 'wandb'} and each run's wandb/" if args.logger == "wandb" else ""),
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""Behaviour-cloning warm start: the one start model both trainers share (claim C19).
+
+    python -m experiments.warmstart env=bugfix warmstart.noise=0.5 warmstart.demos=256
+
+1. Demonstrations: a scripted noisy-oracle agent (``envs.agents`` / ``envs.long_horizon_agents``)
+   plays ``warmstart.demos`` episodes on train-split tasks; each episode is laid out by
+   ``algos.rollout.demo_to_trajectory`` (the rollout engine's own ``record_step`` code path), so
+   the contexts are exactly what the policy will see in RL, compression segments included.
+2. Behaviour cloning: cross-entropy on the demo's action tokens only (action_mask=1: the words
+   and the EOS of each action; observations are context, not targets).
+3. Start success is measured with the policy itself on held-out templates at the eval budget
+   (``warmstart.eval_tasks`` x ``warmstart.eval_samples_per_task`` at ``eval.temperature``).
+4. Saved as ``<cache_dir>/<hash>/policy.pt`` + ``warmstart.json`` (path, measured success, demo
+   success, config). The hash covers everything that determines the checkpoint (env, compression,
+   policy shape, warm-start settings, action cap, vocabulary), so tests and sweeps reuse it; a file
+   lock makes concurrent sweep jobs build it once. The demo noise sets the start success rate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from algos.batch import collate
+from algos.policy import PolicyModel, PolicyShape
+from algos.rollout import RolloutEngine, demo_to_trajectory, evaluate
+from envs.tokenizer import get_tokenizer
+from experiments.config import ENV_IDS, TrainConfig
+
+# env name -> (agents module, noisy agent class, its noise kwarg)
+DEMO_AGENTS = {
+    "bugfix": ("envs.agents", "NoisyOracleAgent", "mistake_rate"),
+    "long_horizon": ("envs.long_horizon_agents", "NoisyOracleAgent", "mistake_rate"),
+}
+
+
+def policy_shape(c: TrainConfig, critic: str = "none") -> PolicyShape:
+    p = c.policy
+    return PolicyShape(vocab_size=get_tokenizer().vocab_size, d_model=p.d_model, n_layers=p.n_layers,
+                       n_heads=p.n_heads, max_len=p.max_len, mlp_ratio=p.mlp_ratio, critic=critic)
+
+
+def env_kwargs(c: TrainConfig) -> dict:
+    return dict(c.env.kwargs)
+
+
+def compression_kwargs(c: TrainConfig) -> dict | None:
+    from dataclasses import asdict
+
+    comp = asdict(c.compression)
+    if comp["strategy"] == "none":
+        return None
+    if comp.get("every_turns") is None:
+        comp.pop("every_turns")
+    return comp
+
+
+def cache_key(c: TrainConfig) -> str:
+    from dataclasses import asdict
+
+    w = asdict(c.warmstart)
+    w.pop("cache_dir")
+    blob = {
+        "env": c.env.name, "env_kwargs": dict(c.env.kwargs), "compression": compression_kwargs(c),
+        "shape": asdict(policy_shape(c)), "warmstart": w, "max_action_tokens": c.rollout.max_action_tokens,
+        "eval_temperature": c.eval.temperature, "train_tasks": c.env.train_tasks,
+        "eval": [c.eval.split, c.eval.train_split, dict(c.eval.env_kwargs)],
+        "init_seed": c.policy.init_seed, "version": 1,
+    }
+    return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def make_demo_agent(env_name: str, noise: float, agent: str = "noisy_oracle"):
+    if agent != "noisy_oracle":
+        raise ValueError(f"warmstart.agent={agent!r} unknown; allowed: noisy_oracle")
+    module_name, cls_name, kw = DEMO_AGENTS[env_name]
+    return getattr(importlib.import_module(module_name), cls_name)(**{kw: noise})
+
+
+def play_demo(env, agent, seed: int, options: dict):
+    """One scripted episode with the agents' protocol (``agent.reset(env, seed)`` after
+    ``env.reset``, then ``agent.act(obs, info)`` per turn), keeping every step's info: the
+    compression boundaries and stop reason are needed to lay the episode out like a rollout
+    (the agents modules' ``run_episode`` summaries drop per-step infos)."""
+    obs, info = env.reset(seed=seed, options=options)
+    agent.reset(env, seed)
+    observations, actions, rewards, infos = [obs], [], [], [info]
+    while True:
+        action = agent.act(obs, info)
+        obs, reward, terminated, truncated, info = env.step(action)
+        actions.append(action)
+        observations.append(obs)
+        rewards.append(float(reward))
+        infos.append(info)
+        if terminated or truncated:
+            return observations, actions, rewards, infos, bool(terminated), bool(truncated)
+
+
+def demonstrations(c: TrainConfig) -> list:
+    """``warmstart.demos`` noisy-oracle episodes on train tasks, as trajectories."""
+    import envs
+
+    agent = make_demo_agent(c.env.name, c.warmstart.noise, c.warmstart.agent)
+    env = envs.make(ENV_IDS[c.env.name], compression=compression_kwargs(c), **env_kwargs(c))
+    out = []
+    for i in range(c.warmstart.demos):
+        seed = c.warmstart.seed * 100_003 + i
+        options = {"task_index": i % c.env.train_tasks, "split": "train"}
+        obs, acts, rews, infos, term, trunc = play_demo(env, agent, seed, options)
+        tr = demo_to_trajectory(obs, acts, rews, infos, term, trunc, c.policy.max_len,
+                                c.rollout.max_action_tokens, group_id=i)
+        if not tr.masked:
+            out.append(tr)
+    env.close()
+    return out
+
+
+def behaviour_clone(model: PolicyModel, trajs: list, epochs: int, lr: float, batch_rows: int, seed: int) -> list[float]:
+    """Cross-entropy on action tokens (action_mask=1), token-mean per minibatch. Returns losses."""
+    from algos.policy import shift_logprobs
+
+    batch = collate(trajs)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    gen = torch.Generator().manual_seed(seed)
+    losses = []
+    model.train()
+    r = batch.num_rows
+    steps = epochs * ((r + batch_rows - 1) // batch_rows)
+    warm = max(1, min(20, steps // 10))  # linear warm-up, then linear decay to 10 %
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) * max(0.1, 1 - s / max(steps, 1)))
+    for _ in range(epochs):
+        perm = torch.randperm(r, generator=gen)
+        for idx in perm.split(batch_rows):
+            tokens = batch.tokens[idx]
+            width = int(batch.valid[idx].sum(1).max())
+            tokens = tokens[:, :width]
+            mask = batch.action_mask[idx][:, :width]
+            logits, _ = model(tokens)
+            lp = shift_logprobs(logits, tokens)
+            loss = -(lp * mask).sum() / mask.sum().clamp(min=1)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            losses.append(loss.item())
+    model.eval()
+    return losses
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def ensure_warmstart(c: TrainConfig, verbose: bool = True) -> dict:
+    """The cached warm start of this config (built when missing). Returns its info dict:
+    ``path`` (policy.pt), ``start_success``, ``demo_success``, ``key``, ..."""
+    key = cache_key(c)
+    root = Path(c.warmstart.cache_dir) / key
+    info_path = root / "warmstart.json"
+    with _locked(Path(c.warmstart.cache_dir) / f".{key}.lock"):
+        if info_path.exists():
+            return json.loads(info_path.read_text())
+        info = build_warmstart(c, root, verbose=verbose)
+    return info
+
+
+def build_warmstart(c: TrainConfig, root: Path, verbose: bool = True) -> dict:
+    t0 = time.perf_counter()
+    torch.set_num_threads(max(1, c.threads))
+    trajs = demonstrations(c)
+    demo_success = sum(int(t.verified or 0) for t in trajs) / max(len(trajs), 1)
+    torch.manual_seed(c.policy.init_seed)
+    model = PolicyModel(policy_shape(c))
+    losses = behaviour_clone(model, trajs, c.warmstart.epochs, c.warmstart.lr, c.warmstart.batch_rows, c.warmstart.seed)
+    engine = RolloutEngine(ENV_IDS[c.env.name], num_envs=min(64, c.warmstart.eval_tasks * c.warmstart.eval_samples_per_task),
+                           max_len=c.policy.max_len, max_action_tokens=c.rollout.max_action_tokens,
+                           temperature=c.eval.temperature, env_kwargs={**env_kwargs(c), **dict(c.eval.env_kwargs)},
+                           compression=compression_kwargs(c))
+    ev = evaluate(engine, model, c.warmstart.eval_tasks, c.warmstart.eval_samples_per_task, c.eval.temperature,
+                  seed=eval_seed(c), split=c.eval.split)
+    if c.eval.train_split:
+        ev.update(evaluate(engine, model, c.warmstart.eval_tasks, c.warmstart.eval_samples_per_task,
+                           c.eval.temperature, seed=eval_seed(c), split="train", prefix="eval_train/"))
+    engine.close()
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / "policy.pt"
+    tmp = root / "policy.pt.tmp"
+    torch.save({"policy": model.state_dict(), "shape": policy_shape(c).__dict__}, tmp)
+    os.replace(tmp, path)
+    info = {
+        "path": str(path.resolve()), "key": root.name, "start_success": ev["eval/success"],
+        "start_eval": ev, "demo_success": demo_success, "demos": len(trajs),
+        "demo_tokens": sum(t.generated_tokens + t.observation_tokens for t in trajs),
+        "bc_loss_first": losses[0] if losses else None, "bc_loss_last": losses[-1] if losses else None,
+        "seconds": time.perf_counter() - t0, "env": c.env.name, "noise": c.warmstart.noise,
+    }
+    tmp = root / "warmstart.json.tmp"
+    tmp.write_text(json.dumps(info, indent=2, default=str))
+    os.replace(tmp, root / "warmstart.json")
+    if verbose:
+        print(f"warm start {root.name}: demo success {demo_success:.3f}, start success ({c.eval.split} split, policy) "
+              f"{info['start_success']:.3f}, BC loss {info['bc_loss_first']:.3f} -> {info['bc_loss_last']:.3f}, "
+              f"{info['seconds']:.1f}s", file=sys.stderr)
+    return info
+
+
+def eval_seed(c: TrainConfig) -> int:
+    """Evaluation seeds depend only on the run seed: every method and the start model are
+    evaluated on the same held-out tasks with the same env seeds."""
+    return (c.seed * 7_919 + 424_242) % (2**31 - 1)
+
+
+def load_policy_weights(model: PolicyModel, path: str) -> None:
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    state = state.get("policy", state)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    bad = [k for k in missing if not k.startswith("value_head")]
+    if bad or unexpected:
+        raise ValueError(f"checkpoint {path} does not match the policy shape: missing {bad}, unexpected {list(unexpected)}")
+
+
+def main() -> None:
+    import hydra
+    from omegaconf import DictConfig
+
+    from experiments.config import ConfigError, register_configs, validate
+
+    register_configs()
+
+    @hydra.main(version_base="1.3", config_path="../configs", config_name="config")
+    def _run(cfg: DictConfig) -> None:
+        try:
+            c = validate(cfg)
+        except ConfigError as e:
+            print(f"config error: {e}", file=sys.stderr)
+            sys.exit(2)
+        info = ensure_warmstart(c)
+        print(json.dumps({k: info[k] for k in ("path", "start_success", "demo_success", "demos")}, indent=2))
+
+    _run()
+
+
+if __name__ == "__main__":
+    main()

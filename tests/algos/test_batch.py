@@ -1,0 +1,77 @@
+"""The data model: context layout, action mask, collation, per-trajectory decision layout."""
+
+import torch
+
+from algos.batch import ContextBuilder, Trajectory, action_layout, collate
+from envs.tokenizer import get_tokenizer
+
+TOK = get_tokenizer()
+BOS, EOS, SEP = TOK.bos_id, TOK.eos_id, TOK.sep_id
+
+
+def _segment_traj():
+    """obs_0=[10, 11]; a_1 = [20] + EOS; obs_1 = [12]; a_2 = [21, 22] hits the cap of 2 (forced EOS)."""
+    b = ContextBuilder(max_len=64)
+    b.start_segment([10, 11], "reset")
+    b.add_sampled(20, -0.5, 3)
+    b.add_sampled(EOS, -0.1, 3)
+    t1 = b.end_action(capped=False)
+    t1.reward = 0.0
+    b.add_observation([12])
+    b.add_sampled(21, -1.0, 3)
+    b.add_sampled(22, -2.0, 3)
+    t2 = b.end_action(capped=True)
+    t2.reward = 1.0
+    b.seg.end = "terminated"
+    return Trajectory(segments=b.segments, train_reward=1.0, terminated=True)
+
+
+def test_layout_and_action_mask_cover_exactly_the_sampled_tokens():
+    tr = _segment_traj()
+    s = tr.segments[0]
+    assert s.tokens == [BOS, 10, 11, SEP, 20, EOS, 12, SEP, 21, 22, EOS]
+    # sampled: 20, EOS (the EOS ending a sampled action is sampled), 21, 22; the forced EOS is env-written
+    assert s.action_mask == [0, 0, 0, 0, 1, 1, 0, 0, 1, 1, 0]
+    assert s.policy_version == [-1, -1, -1, -1, 3, 3, -1, -1, 3, 3, -1]
+    assert s.behavior_logp[4:6] == [-0.5, -0.1]
+    assert [(t.start, t.end, t.capped) for t in s.turns] == [(4, 5, False), (8, 9, True)]
+
+
+def test_collate_places_rewards_on_last_sampled_token_and_indexes_turns():
+    tr = _segment_traj()
+    b = collate([tr, tr])
+    assert b.tokens.shape == (2, 11)
+    assert b.rewards[0].tolist() == [0.0] * 9 + [1.0, 0.0]  # turn 2 ends at index 9
+    assert b.turn_index[0].tolist() == [-1, -1, -1, -1, 0, 0, -1, -1, 1, 1, -1]
+    assert b.turn_first[0].nonzero().flatten().tolist() == [4, 8]
+    assert b.row_traj.tolist() == [0, 1]
+
+
+def test_action_layout_concatenates_segments_of_a_trajectory():
+    b1 = ContextBuilder(max_len=64)
+    b1.start_segment([10], "reset")
+    b1.add_sampled(20, 0.0, 0)
+    b1.add_sampled(EOS, 0.0, 0)
+    b1.end_action(False)
+    b1.seg.end = "compressed"
+    b1.start_segment([13], "compression")
+    b1.add_sampled(EOS, 0.0, 0)
+    b1.end_action(False)
+    b1.seg.end = "terminated"
+    tr = Trajectory(segments=b1.segments, terminated=True)
+    batch = collate([tr])
+    rows, cols, mask = action_layout(batch, "token")
+    # segment 0: [BOS 10 SEP 20 EOS] -> points (0,3), (0,4); segment 1: [BOS 13 SEP EOS] -> (1,3)
+    assert list(zip(rows[0].tolist(), cols[0].tolist())) == [(0, 3), (0, 4), (1, 3)]
+    assert mask.tolist() == [[True, True, True]]
+    rows, cols, mask = action_layout(batch, "turn")
+    assert list(zip(rows[0][mask[0]].tolist(), cols[0][mask[0]].tolist())) == [(0, 3), (1, 3)]
+    # turn indices continue across segments
+    assert batch.turn_index[1, 3].item() == 1
+
+
+def test_observation_is_cut_from_the_front_to_fit():
+    b = ContextBuilder(max_len=10)
+    ids = b.start_segment(list(range(100, 120)), "reset", room=3)
+    # room for [BOS] obs [SEP] + 3 more: obs keeps its last 10 - 2 - 3 = 5 ids
+    assert ids == [BOS, 115, 116, 117, 118, 119, SEP]

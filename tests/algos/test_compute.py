@@ -1,0 +1,81 @@
+"""ComputeMeter counters, analytic FLOPs, budgets."""
+
+import pytest
+
+from algos.batch import Trajectory
+from algos.compute import Budget, ComputeMeter, forward_flops, train_step_flops
+
+
+def test_flops_formula():
+    # forward 2 * N * tokens; forward + backward 6 * N * tokens
+    assert forward_flops(1000, 10) == 20_000
+    assert train_step_flops(1000, 10) == 60_000
+
+
+def test_meter_counts_trajectories_and_train_steps():
+    m = ComputeMeter()
+    m.add_trajectories([
+        Trajectory(generated_tokens=10, observation_tokens=30, tool_seconds=1.5, turns=3),
+        Trajectory(generated_tokens=4, observation_tokens=6, tool_seconds=0.5, turns=1, masked=True),
+    ])
+    m.add_forward(100, 50)  # 2 * 100 * 50 = 10_000
+    m.add_train_step(100, 50)  # 6 * 100 * 50 = 30_000
+    assert (m.rollouts, m.masked_rollouts, m.generated_tokens, m.observation_tokens) == (2, 1, 14, 36)
+    assert m.tool_seconds == 2.0 and m.turns == 4
+    assert m.train_flops == 40_000
+    assert m.metrics()["compute/generated_tokens"] == 14
+    restored = ComputeMeter()
+    restored.load_state_dict(m.state_dict())
+    assert restored == m
+
+
+def test_budget_stops_at_equal_cost():
+    """GRPO with G=8 x 1 task and PPO with G=1 x 8 tasks spend the same rollout budget per update."""
+    budget = Budget("rollouts", 16)
+    m = ComputeMeter()
+    m.add_trajectories([Trajectory()] * 8)
+    assert not budget.exhausted(m) and budget.fraction(m) == 0.5
+    m.add_trajectories([Trajectory()] * 8)
+    assert budget.exhausted(m)
+    with pytest.raises(ValueError, match="allowed: rollouts, generated_tokens"):
+        Budget("episodes", 10)
+    with pytest.raises(ValueError, match="must be > 0"):
+        Budget("rollouts", 0)
+
+
+def test_trainer_counts_analytic_flops():
+    """GRPO (1 epoch, 1 minibatch): the old log-probs come from the training forward, so
+    FLOPs = 6 * N * tokens. PPO (separate critic, 2 epochs): old pass 2 * (N + Nc) * tokens plus
+    2 x 6 * (N + Nc) * tokens."""
+    import torch
+
+    from algos.batch import ContextBuilder, collate
+    from algos.policy import PolicyModel, PolicyShape, ValueModel, count_params
+    from algos.trainer import make_trainer
+    from experiments.config import AlgoConfig
+
+    b = ContextBuilder(max_len=32)
+    b.start_segment([10, 11], "reset")
+    for w in (12, 2):
+        b.add_sampled(w, 0.0, 0)
+    b.end_action(False).reward = 1.0
+    b.seg.end = "terminated"
+    win = Trajectory(segments=b.segments, train_reward=1.0, terminated=True, verified=1, group_id=0)
+    b = ContextBuilder(max_len=32)
+    b.start_segment([10, 11], "reset")
+    b.add_sampled(2, 0.0, 0)
+    b.end_action(False)
+    b.seg.end = "terminated"
+    loss = Trajectory(segments=b.segments, train_reward=0.0, terminated=True, verified=0, group_id=0)
+    tokens = int(collate([win, loss]).valid.sum())  # 6 + 5 = 11 real tokens
+    assert tokens == 11
+    shape = PolicyShape(vocab_size=50, d_model=16, n_layers=1, n_heads=2, max_len=32, critic="separate")
+    torch.manual_seed(0)
+    policy, critic = PolicyModel(shape), ValueModel(shape)
+    n, nc = count_params(policy), count_params(critic)
+    grpo = make_trainer("grpo", AlgoConfig(name="grpo", epochs=1, minibatches=1), policy)
+    grpo.update([win, loss])
+    assert grpo.meter.train_flops == 6 * n * tokens
+    ppo = make_trainer("ppo", AlgoConfig(name="ppo", epochs=2, minibatches=1), policy, critic)
+    ppo.update([win, loss])
+    assert ppo.meter.train_flops == 2 * (n + nc) * tokens + 2 * 6 * (n + nc) * tokens

@@ -1,0 +1,150 @@
+"""GRPO trainer: group members are trajectories (not segments), outcome advantages broadcast to
+every action token, masking, dynamic sampling, observation tokens out of the loss."""
+
+import copy
+
+import torch
+
+from algos.batch import ContextBuilder, Trajectory, collate
+from algos.grpo import GRPOTrainer, trajectory_advantages
+from algos.losses import aggregation_weights
+from algos.policy import PolicyModel, PolicyShape
+from algos.trainer import make_trainer
+from experiments.config import AlgoConfig
+
+torch.set_num_threads(1)
+EOS = 2
+
+
+def make_traj(turns_per_segment, reward, group=0, masked=False, seed=0, obs_len=2):
+    """A trajectory whose k-th segment has ``turns_per_segment[k]`` turns; each turn samples
+    one word + EOS after a 2-token observation. Reward on the last turn."""
+    g = torch.Generator().manual_seed(seed)
+    b = ContextBuilder(max_len=256)
+    for k, n_turns in enumerate(turns_per_segment):
+        b.start_segment(torch.randint(5, 40, (2,), generator=g).tolist(), "reset" if k == 0 else "compression")
+        for t in range(n_turns):
+            b.add_sampled(int(torch.randint(5, 40, (1,), generator=g)), -1.0, 0)
+            b.add_sampled(EOS, -1.0, 0)
+            b.end_action(False)
+            if t < n_turns - 1:
+                b.add_observation(torch.randint(5, 40, (obs_len,), generator=g).tolist())
+        b.seg.end = "compressed"
+    b.seg.end = "masked" if masked else "terminated"
+    b.seg.turns[-1].reward = reward
+    return Trajectory(segments=b.segments, group_id=group, train_reward=reward, terminated=not masked,
+                      truncated=masked, masked=masked, verified=None if masked else int(reward),
+                      turns=sum(turns_per_segment), generated_tokens=2 * sum(turns_per_segment))
+
+
+def model(seed=0):
+    torch.manual_seed(seed)
+    return PolicyModel(PolicyShape(vocab_size=50, d_model=16, n_layers=1, n_heads=2, max_len=256))
+
+
+def algo(**kw):
+    base = dict(name="grpo", off_policy_correction="none", lr=1e-2)
+    base.update(kw)
+    return AlgoConfig(**base)
+
+
+def test_segments_stay_one_group_member_with_equal_token_advantages():
+    """C13/C14: a trajectory cut into 3 segments (success) and one cut into 6 (failure), same task:
+    2 group members, not 9. rewards [1, 0]: mean 0.5, population std 0.5 -> A = [+1, -1]."""
+    a, b = make_traj([1, 1, 1], 1.0, seed=1), make_traj([1] * 6, 0.0, seed=2)
+    adv = trajectory_advantages([a, b], std="population", eps=0.0)
+    assert adv.tolist() == [1.0, -1.0]
+    batch = collate([a, b])
+    assert batch.num_rows == 9
+    trainer = GRPOTrainer(algo(adv_eps=0.0), model())
+    from algos.trainer import UpdateContext
+
+    ctx = UpdateContext(old_logp=torch.zeros_like(batch.behavior_logp), ref_logp=None,
+                        loss_mask=batch.action_mask.clone(), traj_keep=torch.ones(2, dtype=torch.bool))
+    tok_adv = trainer.advantages(batch, ctx)
+    m = batch.action_mask > 0
+    for row in range(9):
+        expected = 1.0 if batch.row_traj[row] == 0 else -1.0
+        assert tok_adv[row][m[row]].tolist() == [expected] * int(m[row].sum())
+        assert tok_adv[row][~m[row]].abs().sum() == 0  # observation tokens get nothing
+    # task-mean pools a trajectory's segments: each trajectory weighs 1/2 however it was cut
+    w = aggregation_weights(batch.action_mask, "task-mean", traj_ids=batch.row_traj)
+    per_traj = torch.zeros(2).index_add_(0, batch.row_traj, w.sum(1))
+    torch.testing.assert_close(per_traj, torch.tensor([0.5, 0.5]))
+
+
+def test_group_comparison_needs_no_step_alignment():
+    """C12: a 4-step success vs a 10-step failure of the same task, compared by outcome only."""
+    short_win, long_loss = make_traj([4], 1.0, seed=3), make_traj([10], 0.0, seed=4)
+    adv = trajectory_advantages([short_win, long_loss], std="population", eps=0.0)
+    assert adv.tolist() == [1.0, -1.0]
+
+
+def _update(trajs, **kw):
+    m = model()
+    trainer = make_trainer("grpo", algo(**kw), m)
+    metrics = trainer.update(trajs)
+    return m, metrics
+
+
+def test_one_update_changes_parameters():
+    m0 = model()
+    m1, metrics = _update([make_traj([2], 1.0, seed=1), make_traj([3], 0.0, seed=2)])
+    changed = [n for (n, p), q in zip(m1.named_parameters(), m0.parameters()) if not torch.equal(p, q)]
+    assert changed, "an update must change the policy"
+    assert metrics["train/trajectories"] == 2 and metrics["train/grad_norm"] > 0
+
+
+def test_masked_episode_contributes_zero_gradient():
+    trajs = [make_traj([2], 1.0, seed=1), make_traj([3], 0.0, seed=2)]
+    masked = make_traj([5], 0.0, masked=True, seed=9)
+    with_masked, metrics = _update(trajs + [masked])
+    without, _ = _update(trajs)
+    assert metrics["train/masked_trajectories"] == 1 and metrics["train/trajectories"] == 2
+    for p, q in zip(with_masked.parameters(), without.parameters()):
+        assert torch.equal(p, q)
+
+
+def test_all_same_group_has_zero_task_gradient_and_dynamic_sampling_drops_it():
+    same = [make_traj([2], 1.0, group=0, seed=1), make_traj([2], 1.0, group=0, seed=2)]
+    m0 = model()
+    m1, _ = _update(same)
+    for p, q in zip(m1.parameters(), m0.parameters()):
+        assert torch.equal(p, q)  # advantages exactly 0 -> no gradient (no KL term here)
+    mixed = [make_traj([2], 1.0, group=1, seed=3), make_traj([2], 0.0, group=1, seed=4)]
+    _, metrics = _update(same + mixed, dynamic_sampling=True)
+    assert metrics["train/dropped_trajectories"] == 2 and metrics["train/dropped_groups"] == 1
+    assert metrics["train/trajectories"] == 2
+
+
+def test_unmasking_observation_tokens_changes_the_loss():
+    """C8: env-written tokens have zero loss weight; putting them in the loss changes the update."""
+    trajs = [make_traj([2, 2], 1.0, seed=1), make_traj([3], 0.0, seed=2, obs_len=6)]
+    right, m_right = _update(copy.deepcopy(trajs))
+    wrong, m_wrong = _update(copy.deepcopy(trajs), loss_on_observations=True)
+    assert m_right["train/policy_loss"] != m_wrong["train/policy_loss"]
+    assert any(not torch.equal(p, q) for p, q in zip(right.parameters(), wrong.parameters()))
+
+
+def test_kl_to_reference_gives_gradient_on_all_same_group():
+    """C3/C25: the task part is zero, a KL term to a separate frozen reference still pulls."""
+    from algos.trainer import frozen_copy
+
+    m = model()
+    ref = frozen_copy(model(seed=5))  # a different frozen model: KL != 0
+    trainer = make_trainer("grpo", algo(kl_coef=0.5), m, reference=ref)
+    before = copy.deepcopy(m)
+    metrics = trainer.update([make_traj([2], 1.0, seed=1), make_traj([2], 1.0, seed=2)])
+    assert metrics["train/kl_ref"] > 0
+    assert any(not torch.equal(p, q) for p, q in zip(m.parameters(), before.parameters()))
+    assert all(not p.requires_grad for p in ref.parameters())
+
+
+def test_micro_batches_accumulate_to_the_full_batch_update():
+    trajs = [make_traj([2, 1], 1.0, seed=1), make_traj([3], 0.0, seed=2), make_traj([1], 1.0, group=1, seed=3),
+             make_traj([2], 0.0, group=1, seed=4)]
+    for agg in ("token-mean", "task-mean", "seq-mean-token-mean"):
+        full, _ = _update(copy.deepcopy(trajs), loss_agg=agg, micro_batch_rows=64)
+        sliced, _ = _update(copy.deepcopy(trajs), loss_agg=agg, micro_batch_rows=1)
+        for p, q in zip(full.parameters(), sliced.parameters()):
+            torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5)

@@ -1,0 +1,175 @@
+"""PPO: GAE across compression boundaries (C16/C17), truncation bootstrap, turn-level critic,
+value warm-up, updates and critic diagnostics."""
+
+import copy
+
+import pytest
+import torch
+
+from algos.batch import ContextBuilder, Trajectory, collate
+from algos.policy import PolicyModel, PolicyShape, ValueModel
+from algos.ppo import gae_layout
+from algos.advantages import gae
+from algos.trainer import make_trainer
+from experiments.config import AlgoConfig
+
+torch.set_num_threads(1)
+EOS = 2
+
+
+def compressed_traj(end="terminated"):
+    """Segment 0: [BOS 10 SEP EOS]  -- one action (the EOS at index 3), reward 0, then compression.
+    Segment 1: [BOS 11 SEP EOS (+ 12 SEP if truncated)] -- one action at index 3, reward 1."""
+    b = ContextBuilder(max_len=32)
+    b.start_segment([10], "reset")
+    b.add_sampled(EOS, -0.1, 0)
+    b.end_action(False).reward = 0.0
+    b.seg.end = "compressed"
+    b.seg.continuation = [11]
+    b.start_segment([11], "compression")
+    b.add_sampled(EOS, -0.1, 0)
+    b.end_action(False).reward = 1.0
+    b.seg.end = end
+    if end == "truncated":
+        b.add_observation([12])
+        b.seg.bootstrap_index = len(b.seg.tokens) - 1  # index 5
+    return Trajectory(segments=b.segments, train_reward=1.0, terminated=end == "terminated",
+                      truncated=end == "truncated", verified=1)
+
+
+def raw_values():
+    """Critic outputs per position [R=2, T]: V is read at the position preceding an action token.
+    V(s) of segment 0's action = raw[0, 2] = 0.6; V(compressed context) = raw[1, 2] = 0.8."""
+    v = torch.zeros(2, 6)
+    v[0, 2] = 0.6
+    v[1, 2] = 0.8
+    v[1, 5] = 0.5  # V(next state) after a truncation (read at the final SEP)
+    return v
+
+
+def test_gae_bootstraps_across_compression_from_the_compressed_context():
+    """C16/C17 numbers: reward 0, V(s)=0.6, V(s')=0.8, gamma 0.9.
+    continuing: delta = 0 + 0.9 * 0.8 - 0.6 = +0.12; mislabelled terminal: delta = 0 - 0.6 = -0.6."""
+    batch = collate([compressed_traj()])
+    lay = gae_layout(batch, raw_values(), "token", compression_as_terminal=False)
+    assert lay["mask"].tolist() == [[True, True]]
+    torch.testing.assert_close(lay["values"], torch.tensor([[0.6, 0.8]]))
+    torch.testing.assert_close(lay["next_values"], torch.tensor([[0.8, 0.0]]))  # V(compressed ctx), then terminal
+    assert lay["terminated"].tolist() == [[False, True]] and lay["truncated"].tolist() == [[False, False]]
+    adv, ret = gae(lay["rewards"], lay["values"], lay["next_values"], lay["terminated"], lay["truncated"],
+                   gamma=0.9, lam=0.0, mask=lay["mask"])
+    # segment 1: delta = 1 - 0.8 = 0.2
+    torch.testing.assert_close(adv, torch.tensor([[0.12, 0.2]]))
+    # lam = 1: the recursion continues into the next segment: 0.12 + 0.9 * 0.2 = 0.30
+    adv1, _ = gae(lay["rewards"], lay["values"], lay["next_values"], lay["terminated"], lay["truncated"],
+                  gamma=0.9, lam=1.0, mask=lay["mask"])
+    torch.testing.assert_close(adv1, torch.tensor([[0.30, 0.2]]))
+
+    wrong = gae_layout(batch, raw_values(), "token", compression_as_terminal=True)
+    assert wrong["terminated"].tolist() == [[True, True]]
+    adv_w, _ = gae(wrong["rewards"], wrong["values"], wrong["next_values"], wrong["terminated"],
+                   wrong["truncated"], gamma=0.9, lam=0.0, mask=wrong["mask"])
+    torch.testing.assert_close(adv_w, torch.tensor([[-0.6, 0.2]]))  # sign flipped: +0.12 -> -0.6
+
+
+def test_truncation_bootstraps_from_next_state_value():
+    """Truncated last action: delta = 1 + 0.9 * V(next)=0.5 - 0.8 = 0.65; the recursion stops there."""
+    batch = collate([compressed_traj("truncated")])
+    assert batch.bootstrap_index.tolist() == [-1, 5]
+    lay = gae_layout(batch, raw_values(), "token")
+    assert lay["truncated"].tolist() == [[False, True]] and lay["terminated"].tolist() == [[False, False]]
+    torch.testing.assert_close(lay["next_values"], torch.tensor([[0.8, 0.5]]))
+    adv, _ = gae(lay["rewards"], lay["values"], lay["next_values"], lay["terminated"], lay["truncated"],
+                 gamma=0.9, lam=0.0, mask=lay["mask"])
+    torch.testing.assert_close(adv, torch.tensor([[0.12, 0.65]]))
+
+
+def test_turn_level_layout_one_point_per_tool_call():
+    """Two turns of 3 sampled tokens each; rewards 0.25 then 1: one decision point per turn, at
+    the first sampled token, value read at the SEP before it, reward of the whole turn."""
+    b = ContextBuilder(max_len=32)
+    b.start_segment([10], "reset")  # [BOS 10 SEP] indices 0..2
+    for w in (20, 21, EOS):
+        b.add_sampled(w, 0.0, 0)  # 3..5
+    b.end_action(False).reward = 0.25
+    b.add_observation([12])  # 6, SEP 7
+    for w in (22, 23, EOS):
+        b.add_sampled(w, 0.0, 0)  # 8..10
+    b.end_action(False).reward = 1.0
+    b.seg.end = "terminated"
+    batch = collate([Trajectory(segments=b.segments, terminated=True)])
+    raw = torch.arange(11, dtype=torch.float32)[None] / 10  # V at position p = p / 10
+    lay = gae_layout(batch, raw, "turn")
+    assert lay["cols"][0].tolist() == [3, 8]
+    torch.testing.assert_close(lay["values"], torch.tensor([[0.2, 0.7]]))
+    torch.testing.assert_close(lay["rewards"], torch.tensor([[0.25, 1.0]]))
+    torch.testing.assert_close(lay["next_values"], torch.tensor([[0.7, 0.0]]))
+    tok = gae_layout(batch, raw, "token")
+    assert tok["mask"].sum() == 6 and tok["rewards"][0, 2] == 0.25 and tok["rewards"][0, 5] == 1.0
+
+
+def _algo(**kw):
+    base = dict(name="ppo", group_size=1, off_policy_correction="none", lr=1e-2, epochs=2, minibatches=1)
+    base.update(kw)
+    return AlgoConfig(**base)
+
+
+def make_traj(turns_per_segment, reward, group=0, seed=0):
+    """Segments of ``turns_per_segment[k]`` turns (one word + EOS each, 2-token observations)."""
+    g = torch.Generator().manual_seed(seed)
+    b = ContextBuilder(max_len=256)
+    for k, n_turns in enumerate(turns_per_segment):
+        b.start_segment(torch.randint(5, 40, (2,), generator=g).tolist(), "reset" if k == 0 else "compression")
+        for t in range(n_turns):
+            b.add_sampled(int(torch.randint(5, 40, (1,), generator=g)), -1.0, 0)
+            b.add_sampled(EOS, -1.0, 0)
+            b.end_action(False)
+            if t < n_turns - 1:
+                b.add_observation(torch.randint(5, 40, (2,), generator=g).tolist())
+        b.seg.end = "compressed"
+    b.seg.end = "terminated"
+    b.seg.turns[-1].reward = reward
+    return Trajectory(segments=b.segments, group_id=group, train_reward=reward, terminated=True, verified=int(reward))
+
+
+def _trajs():
+    return [make_traj([2, 1], 1.0, group=i, seed=i) if i % 2 else make_traj([3], 0.0, group=i, seed=i) for i in range(4)]
+
+
+def _models(critic):
+    torch.manual_seed(0)
+    shape = PolicyShape(vocab_size=50, d_model=16, n_layers=1, n_heads=2, max_len=256, critic=critic)
+    return PolicyModel(shape), (ValueModel(shape) if critic == "separate" else None)
+
+
+@pytest.mark.parametrize("critic", ["head", "separate"])
+def test_ppo_update_changes_policy_and_reports_critic_diagnostics(critic):
+    policy, value = _models(critic)
+    before = copy.deepcopy(policy)
+    trainer = make_trainer("ppo", _algo(), policy, value)
+    metrics = trainer.update(_trajs())
+    assert any(not torch.equal(p, q) for p, q in zip(policy.parameters(), before.parameters()))
+    for key in ("train/value_loss", "critic/explained_variance_in_batch", "critic/explained_variance_heldout",
+                "train/clip_frac", "train/entropy", "train/agg_weight_shift"):
+        assert key in metrics, key
+    assert trainer.meter.train_flops > 0
+
+
+def test_value_warmup_trains_only_the_critic():
+    policy, _ = _models("head")
+    before = copy.deepcopy(policy)
+    trainer = make_trainer("ppo", _algo(value_warmup_updates=1), policy)
+    trainer.update(_trajs())
+    for (name, p), q in zip(policy.named_parameters(), before.parameters()):
+        if name.startswith("value_head"):
+            assert not torch.equal(p, q)
+        else:
+            assert torch.equal(p, q), name
+    trainer.update(_trajs())  # warm-up over: the policy moves
+    assert not torch.equal(policy.lm_head.weight, before.lm_head.weight)
+
+
+def test_ppo_needs_a_critic():
+    policy, _ = _models("none")
+    with pytest.raises(ValueError, match="needs a critic"):
+        make_trainer("ppo", _algo(), policy)
