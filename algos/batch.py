@@ -88,7 +88,7 @@ class Trajectory:
     generated_tokens: int = 0
     observation_tokens: int = 0
     tool_seconds: float = 0.0
-    tool_failures: int = 0  # turns whose tool call failed (timeout, crash, flaky, ...)
+    tool_failures: int = 0  # turns hit by an injected tool fault (timeout, flaky, crash)
     policy_version: int = 0  # version of the sampler when the trajectory started
     final_info: dict = field(default_factory=dict)
 

@@ -37,8 +37,11 @@ from algos.policy import PolicyModel
 from envs.stop import StopReason, rule_for
 from envs.tokenizer import get_tokenizer
 
-# tool statuses that count as a tool failure (for the recovery-after-failure metric)
-TOOL_FAILURE_STATUSES = frozenset({"error", "timeout", "flaky", "crash"})
+# Tool statuses of INJECTED tool failures (envs/tools.py fault injection), for the
+# recovery-after-tool-failure metric. "error" (the agent's own bad edit, e.g. `edit 9 + -` on a
+# 3-line program), "format_error" and "permission_denied" (a hack attempt) are the agent's doing,
+# not the infrastructure's, and do not count.
+TOOL_FAILURE_STATUSES = frozenset({"timeout", "flaky", "crash"})
 
 
 @dataclass

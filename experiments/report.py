@@ -50,7 +50,7 @@ import numpy as np
 #: Keys ``experiments/train.py`` writes to ``summary.json`` (final eval + compute totals + start model).
 SUMMARY_KEYS: dict[str, str] = {
     "eval/success": "verified success rate on held-out (unseen) task templates, final policy",
-    "eval/recovery_rate": "among eval episodes that hit a tool failure (error/timeout/flaky/crash), the fraction that still succeeded",
+    "eval/recovery_rate": "among eval episodes hit by an injected tool failure (timeout/flaky/crash), the fraction that still succeeded",
     "eval/hack_rate": "fraction of eval episodes with any hack flag (edited tests, read protected answer, ...)",
     "eval/mean_turns": "mean number of turns (tool calls) per eval episode",
     "compute/rollouts": "complete training rollouts (episodes) generated",

@@ -26,7 +26,19 @@ from algos.losses import (
     token_ratios,
 )
 from algos.metrics import mixed_group_probability
-from experiments.claims_envs import check_c9, check_c10, check_c11, check_c21, check_c23, check_c24
+from experiments.claims_envs import check_c9, check_c10, check_c11, check_c21, check_c23
+from experiments.claims_trainers import (
+    check_c6,
+    check_c7,
+    check_c8,
+    check_c12,
+    check_c13,
+    check_c14,
+    check_c17,
+    check_c19,
+    check_c20,
+    check_c24,
+)
 
 PASS, FAIL, PENDING, OPTIONAL = "PASS", "FAIL", "PENDING", "OPTIONAL"
 STATUSES = (PASS, FAIL, PENDING, OPTIONAL)
@@ -273,25 +285,25 @@ _ROWS: list[Claim] = [
     Claim("C3", "all-same groups [0,0,0,0], [1,1,1,1]; autograd on a tiny policy", "A all 0; task-reward grad exactly 0; k3 KL grad non-zero", check_c3),
     Claim("C4", "conventions: std ddof, std division, token vs sequence mean", "each pair differs on the same data", check_c4),
     Claim("C5", "P_mix = 1 - p^G - (1-p)^G, G=8, and validation", "14.9%, 83.2%, 14.9%; ValueError on bad p / G", check_c5),
-    Claim("C6", "measured mixed-group rate vs P_mix; correlated tries", "within binomial CI; lower when correlated", pending(TRAINERS), "empirical"),
-    Claim("C7", "behavior / old / reference / verifier are separate roles", "stale behavior log-probs differ from recomputed old ones; both stored", pending(TRAINERS), "empirical"),
-    Claim("C8", "tool output is observation, not action", "observation tokens get zero loss weight; un-masking changes the loss", pending(TRAINERS), "empirical"),
+    Claim("C6", "measured mixed-group rate vs P_mix (real rollout engine, GRPO groups; shared-seed and mixed-task groups)", "within binomial CI; lower when correlated", check_c6, "empirical"),
+    Claim("C7", "behavior / old / reference / verifier are separate roles (async rollout + GRPO trainer)", "stale behavior log-probs differ from recomputed old ones; both stored; equal when synchronous; reference frozen copy", check_c7, "empirical"),
+    Claim("C8", "tool output is observation, not action (real rollout batch, GRPO update)", "observation tokens get zero loss weight; per-sample fields stored; un-masking changes the loss", check_c8, "empirical"),
     Claim("C9", "long context is not long horizon (LongHorizon oracle, 2x2 n_stages x verbose)", "step unit stated; horizon and context configurable independently", check_c9, "empirical"),
     Claim("C10", "lossy summary drops what the next decision needs (ContextReadingAgent, lossy vs structured)", "more repeated fixes with 'tests failed' summary", check_c10, "empirical"),
     Claim("C11", "stopping is not one thing (real BugFix episodes per stop reason)", "distinct stop reasons, each with continue / score rule", check_c11, "empirical"),
-    Claim("C12", "group comparison without aligned steps", "4-step success vs 10-step failure compared by outcome", pending(TRAINERS), "empirical"),
-    Claim("C13", "segments are not independent answers", "3 + 6 segments stay 2 group members", pending(TRAINERS), "empirical"),
-    Claim("C14", "outcome-only GRPO: one advantage per trajectory", "all action tokens of a trajectory share A", pending(TRAINERS), "empirical"),
+    Claim("C12", "group comparison without aligned steps (real BugFix episodes, GRPO update)", "4-step success vs 10-step failure compared by outcome: A +1 / -1 on every action token", check_c12, "empirical"),
+    Claim("C13", "segments are not independent answers (LongHorizon + compression, GRPO update)", "3 + 6 segments stay 2 group members", check_c13, "empirical"),
+    Claim("C14", "outcome-only GRPO: one advantage per trajectory (real rollout batch)", "all action tokens of a trajectory share A", check_c14, "empirical"),
     Claim("C15", "3-step GAE, r=[0,0,1], V=[.9,.3,.8], V'=[.3,.8,0], gamma 1", "lambda .5: [-0.3, 0.6, 0.2]; lambda 1: [0.1, 0.7, 0.2]", check_c15),
     Claim("C16", "compression vs terminal flag, r=0, V=.6, V'=.8, gamma .9", "continue: target 0.72, residual +0.12; terminal: 0, -0.6", check_c16),
-    Claim("C17", "bootstrap from the real continuation after compression", "GAE uses V(compressed context), never a reset task", pending(TRAINERS), "empirical"),
+    Claim("C17", "bootstrap from the real continuation after compression (PPO on real compressed rollouts)", "GAE uses V(compressed context), never a reset task; terminal flag gives r - V", check_c17, "empirical"),
     Claim("C18", "slice weighting: task A 2 x loss 1, task B 6 x loss 3", "task-mean 2.0, token-mean 2.5; same under micro-batching", check_c18),
-    Claim("C19", "compute-matched GRPO vs PPO comparison", "rollouts, tokens, tool time, train compute side by side", pending(EXPERIMENTS), "empirical"),
-    Claim("C20", "training-side and task-side diagnostics", "all-0/all-1 rates, held-out critic EV, slicing shift, success at equal budget", pending(EXPERIMENTS), "empirical"),
+    Claim("C19", "compute-matched GRPO vs PPO comparison (two experiments.train runs)", "rollouts, tokens, tool time, train compute side by side; fixed protocol", check_c19, "empirical"),
+    Claim("C20", "training-side and task-side diagnostics (C19's runs)", "all-0/all-1 rates, held-out critic EV, slicing shift, success at equal budget, recovery, unseen templates", check_c20, "empirical"),
     Claim("C21", "reward hacking earns nothing (every BugFix hack agent, easy + hard)", "edited tests / read answers never rewarded; counted", check_c21, "empirical"),
     Claim("C22", "multi-agent non-stationarity (optional)", "centralized critic, local actors", optional(f"optional; needs {EXPERIMENTS}"), "empirical"),
     Claim("C23", "training judge is not independent evidence (BugFix graders)", "evaluation verifier separate from training reward", check_c23, "empirical"),
-    Claim("C24", "process rewards add signal but can be biased (scripted agents; trainer run pending)", "biased variant: higher train reward, not higher verified success", check_c24, "empirical"),
+    Claim("C24", "process rewards add signal but can be biased (scripted agents + GRPO trainer runs)", "biased variant: higher train reward, not higher verified success", check_c24, "empirical"),
     Claim("C25", "PPO clipping is not a KL penalty (autograd)", "clipped token grad 0; ratio not limited; KL grad != 0 at ratios 1", check_c25),
 ]
 

@@ -142,3 +142,29 @@ def test_demo_uses_the_same_layout_as_rollouts():
     assert s0.tokens[: t.start] == [TOK.bos_id, *TOK.encode(observations[0]), TOK.sep_id]
     with pytest.raises(ValueError, match="max_action_tokens"):
         demo_to_trajectory(observations, actions, rewards, infos, te, tr_, max_len=256, max_action_tokens=1)
+
+
+def _bugfix_demo(actions, **env_kwargs):
+    """Play fixed ``actions`` on BugFix easy task 0 (seed 0) and lay the episode out like a rollout."""
+    import envs
+
+    env = envs.make("agentrl/BugFix-v0", difficulty="easy", **env_kwargs)
+    obs, info = env.reset(seed=0, options={"task_index": 0, "split": "train"})
+    observations, rewards, infos, te, tr_ = [obs], [], [info], False, False
+    for a in actions:
+        obs, r, te, tr_, info = env.step(a)
+        observations.append(obs); rewards.append(r); infos.append(info)
+        if te or tr_:
+            break
+    return demo_to_trajectory(observations, actions[: len(rewards)], rewards, infos, te, tr_,
+                              max_len=256, max_action_tokens=8), [i["tool_status"] for i in infos[1:]]
+
+
+def test_only_injected_tool_faults_count_for_the_recovery_metric():
+    # The agent's own failed edit (status "error": line 9 does not exist) is not a tool failure.
+    traj, statuses = _bugfix_demo(["edit 9 + -", "give_up"], faults=False)
+    assert statuses[0] == "error" and traj.tool_failures == 0
+    # An injected timeout (timeout_prob=1: every call but give_up is cancelled) is one per call.
+    traj, statuses = _bugfix_demo(["run_tests", "ls", "give_up"], timeout_prob=1.0, flaky_prob=0.0, crash_prob=0.0,
+                                  max_consecutive_timeouts=5)
+    assert statuses == ["timeout", "timeout", "ok"] and traj.tool_failures == 2

@@ -7,12 +7,19 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from algos.batch import Segment, Trajectory
 from experiments import reproduce_claims as rc
 
 REPO = Path(__file__).resolve().parents[2]
 CLOSED_FORM = ["C1", "C2", "C3", "C4", "C5", "C15", "C16", "C18", "C25"]
 # Empirical rows checked at env level by experiments/claims_envs.py (real envs + scripted agents).
 ENV_ROWS = ["C9", "C10", "C11", "C21", "C23", "C24"]
+# Empirical rows checked with the rollout engine and trainers by experiments/claims_trainers.py.
+TRAINER_ROWS = ["C6", "C7", "C8", "C12", "C13", "C14", "C17", "C19", "C20"]
+# C8 requires the sampling temperature stored per sample; while algos.batch has no such field the
+# row is an honest FAIL (and the entry point exits 1). This tightens by itself once it exists.
+TEMPERATURE_STORED = hasattr(Trajectory(), "temperature") or hasattr(Segment(), "temperature")
+KNOWN_FAIL = set() if TEMPERATURE_STORED else {"C8"}
 
 
 @lru_cache(maxsize=1)
@@ -20,7 +27,7 @@ def run_entry_point() -> subprocess.CompletedProcess:
     """``python -m experiments.reproduce_claims`` as a user runs it (once per test session)."""
     return subprocess.run(
         [sys.executable, "-m", "experiments.reproduce_claims"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=REPO, capture_output=True, text=True, timeout=400,
     )
 
 
@@ -35,20 +42,26 @@ def rows_of(stdout: str) -> dict[str, list[str]]:
 
 def test_entry_point_prints_every_claim_and_exits_zero():
     done = run_entry_point()
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == (1 if KNOWN_FAIL else 0), done.stdout + done.stderr
     rows = rows_of(done.stdout)
     assert list(rows) == [f"C{i}" for i in range(1, 26)]  # every ID, in order
     assert all(len(cells) == 5 for cells in rows.values())
     for cid in CLOSED_FORM:
         assert rows[cid][-1] == "PASS", rows[cid]
     statuses = [cells[-1] for cells in rows.values()]
-    assert "FAIL" not in statuses
+    assert "PENDING" not in statuses
     assert rows["C22"][-1] == "OPTIONAL"
-    # Empirical rows never claim PASS without running anything.
+    # Every other row ran and passed (except a documented gap of the data model, which FAILs).
     for cid, cells in rows.items():
-        if cid not in CLOSED_FORM + ENV_ROWS and cid != "C22":
-            assert cells[-1] == "PENDING" and cells[3].startswith("needs #"), cells
-    assert done.stdout.strip().splitlines()[-1] == "closed-form: 9/9 PASS, empirical: 6/6 PASS, pending: 9, optional: 1"
+        if cid == "C22":
+            continue
+        expected = "FAIL" if cid in KNOWN_FAIL else "PASS"
+        assert cells[-1] == expected, cells
+        assert not cells[3].startswith("needs #"), cells
+    if "C8" in KNOWN_FAIL:
+        assert "sampling temperature: NOT stored per sample" in rows["C8"][3]
+    n_pass = 15 - len(KNOWN_FAIL)
+    assert done.stdout.strip().splitlines()[-1] == f"closed-form: 9/9 PASS, empirical: {n_pass}/15 PASS, pending: 0, optional: 1"
 
 
 def test_registry_matches_claim_ids_and_kinds():
@@ -106,3 +119,21 @@ def test_env_claim_rows_pass_with_measured_numbers():
     for reason in ("submitted_failed", "consecutive_timeouts", "infra_error", "max_turns"):
         assert reason in rows["C11"][3]
     assert "scripted agents" in rows["C24"][3]
+
+
+def test_trainer_claim_rows_run_the_trainers_with_measured_numbers():
+    """C6, C7, C8, C12, C13, C14, C17, C19, C20 run the rollout engine / trainers / experiments.train
+    in the entry point; each row reports what it measured (numbers), never a placeholder."""
+    done = run_entry_point()
+    rows = rows_of(done.stdout)
+    for cid in TRAINER_ROWS:
+        assert rc.CLAIMS[cid].kind == "empirical"
+        assert rows[cid][-1] == ("FAIL" if cid in KNOWN_FAIL else "PASS"), rows[cid]
+        assert not rows[cid][3].startswith("needs #") and any(ch.isdigit() for ch in rows[cid][3]), rows[cid]
+    assert "Wilson CI" in rows["C6"][3] and "P_mix" in rows["C6"][3]
+    assert "UpdateContext.old_logp" in rows["C7"][3]
+    assert "un-masked" in rows["C8"][3]
+    assert "bootstrap used" in rows["C17"][3]
+    for axis in ("rollouts", "generated_tokens", "tool_seconds", "train_flops", "wall_seconds"):
+        assert axis in rows["C19"][3]
+    assert "trainer: GRPO x2" in rows["C24"][3]
