@@ -15,9 +15,10 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# The main job: a small compute-matched GRPO-vs-PPO comparison with a report.
+# The main job: a small compute-matched GRPO-vs-PPO comparison (3 seeds each, BugFix), its
+# report (runs/compare/.../report.md + PNGs, printed) and offline wandb runs.
 demo: $(STAMP)
-	$(PY) -m experiments.reproduce_claims
+	$(PY) -m experiments.compare
 
 test: $(STAMP)
 	$(PY) -m pytest

@@ -90,6 +90,8 @@ class Trajectory:
     tool_seconds: float = 0.0
     tool_failures: int = 0  # turns hit by an injected tool fault (timeout, flaky, crash)
     policy_version: int = 0  # version of the sampler when the trajectory started
+    # sampling temperature the behavior log-probs were taken at (None: scripted demo, not sampled)
+    temperature: float | None = None
     final_info: dict = field(default_factory=dict)
 
     @property

@@ -129,7 +129,8 @@ class RolloutEngine:
                 obs, info = self.envs[b].reset(seed=req.seed, options=req.options)
                 t_env += time.perf_counter() - t0
                 traj = Trajectory(task_id=str(info.get("task_id", "")), group_id=req.group_id, index=i,
-                                  seed=req.seed, options=req.options, policy_version=policy_version)
+                                  seed=req.seed, options=req.options, policy_version=policy_version,
+                                  temperature=temp)
                 builder = ContextBuilder(self.max_len)
                 ids = builder.start_segment(self.tok.encode(obs), "reset", room=self.max_action_tokens + 2)
                 cache.reset_rows([b])

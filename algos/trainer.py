@@ -140,6 +140,12 @@ class Trainer:
             self.updates_done += 1
             metrics["train/skipped"] = 1
             return metrics
+        temps = {t.temperature for t in kept if t.temperature is not None}
+        if temps - {self.temperature}:
+            # old log-probs are recomputed at self.temperature; a ratio against behavior
+            # log-probs taken at another temperature would be silently wrong
+            raise ValueError(f"trajectories were sampled at temperature {sorted(temps)} but the trainer "
+                             f"recomputes log-probs at {self.temperature}; use one rollout.temperature")
         batch = collate(kept)
         n_tokens = int(batch.valid.sum())
         # ---- old / reference log-probs (no grad), at the sampling temperature. With a single

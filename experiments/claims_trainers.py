@@ -7,8 +7,9 @@ seeds, and decides PASS / FAIL by the explicit criterion in its docstring. Nothi
 previous run except the behaviour-cloning warm start, which ``experiments.warmstart`` caches by
 config hash (built in ~10 s when missing) and which every check starts from:
 
-    ``CLAIMS_CONFIG``: easy BugFix, 8 train tasks, the tiny policy (d_model 32, 1 layer, max_len
-    256), warm start on 64 noisy-oracle demos (noise 0.3), held-out evaluation 8 tasks x 4 samples.
+    ``claims_config()``: easy BugFix, 8 train tasks, the tiny policy (d_model 32, 1 layer, max_len
+    256), warm start on 64 noisy-oracle demos (noise 0.3), held-out evaluation 8 tasks x 4 samples
+    (and the same on train templates) with tool faults raised to 10 % timeouts / 10 % flaky runs.
 
 The start model and the C19/C20 training pair are computed once per process (module-level
 caches), so ``python -m experiments.reproduce_claims`` and the tests pay for them once.
@@ -71,6 +72,9 @@ def claims_config(algo: str = "grpo", **algo_fields) -> TrainConfig:
     w.eval_tasks, w.eval_samples_per_task = 8, 4
     w.cache_dir = str(REPO / ".cache" / "agentrl" / "warmstart")
     c.eval.split, c.eval.tasks, c.eval.samples_per_task, c.eval.every, c.eval.train_split = "heldout", 8, 4, 0, True
+    # evaluation injects more tool faults than training (5x), so the recovery-after-tool-failure
+    # metric has episodes to measure; the same for every method and the start model
+    c.eval.env_kwargs = {"timeout_prob": 0.1, "flaky_prob": 0.1}
     c.rollout.num_envs, c.rollout.temperature, c.rollout.max_action_tokens, c.rollout.staleness = 64, 1.0, 12, 0
     c.logger.kind, c.progress, c.threads, c.seed = "none", False, 1, 0
     return validate(c)
@@ -96,7 +100,8 @@ def start_policy(critic: str = "none") -> PolicyModel:
     return policy.eval()
 
 
-def _engine(num_envs: int = 64, compression: dict | None = None, temperature: float = 1.0, **env_kwargs) -> RolloutEngine:
+def _engine(num_envs: int = 64, compression: dict | None = None, temperature: float = 1.0,
+            **env_kwargs) -> RolloutEngine:
     c = claims_config()
     return RolloutEngine(BUGFIX, num_envs=num_envs, max_len=c.policy.max_len,
                          max_action_tokens=c.rollout.max_action_tokens, temperature=temperature,
@@ -162,7 +167,8 @@ def check_c6(group_size: int = 8, n_groups: int = 120, task_index: int = 0, hard
                    one p, estimated from the same trials;
       shared seed  the same task, but all members of a group share one env seed and one sampling
                    stream (member g of every group comes from collect g, each collect reseeded
-                   identically): identical tool faults and samples;
+                   identically): identical tool faults and samples (``correlated_seed=False``
+                   gives every member its own seeds instead: the control);
       mixed tasks  half the groups on the train task, half on held-out task ``hard_task_index``
                    (an unseen template, much lower p): tries correlated through the task.
     PASS when ``P_mix(p_hat)`` (with ``formula_group_size``, default G) lies in the 95 % Wilson
@@ -283,8 +289,8 @@ def check_c7(staleness: int = 1, sync_tol: float = 1e-5, stale_min: float = 1e-3
     tensors and the behavior field still equals what the trajectories stored; the tokens carry
     the sampler's policy version (lag ``staleness``); in synchronous mode the max gap is <=
     ``sync_tol`` at every update; the reference is a different object, every parameter has
-    ``requires_grad=False``, it is bit-identical after the updates while the policy moved; the
-    verifier's score (``Trajectory.verified``) is a field separate from the training reward.
+    ``requires_grad=False``, it is bit-identical after the updates while the policy moved (KL to
+    it > 0 in the last update); the verifier's score (``Trajectory.verified``) is a field separate from the training reward.
     """
     start_model_info()
     torch.set_num_threads(1)
@@ -316,7 +322,7 @@ def check_c7(staleness: int = 1, sync_tol: float = 1e-5, stale_min: float = 1e-3
         and lag == staleness
         and all(g[0] <= sync_tol for g in sync_gaps)
         and ref_frozen and ref_separate_storage
-        and stale["reference_moved"] == 0.0 and stale["policy_moved"] > 0.0
+        and stale["reference_moved"] == 0.0 and stale["policy_moved"] > 0.0 and kl_ref > 0.0
         and verifier_field
     )
     measured = (
@@ -330,7 +336,7 @@ def check_c7(staleness: int = 1, sync_tol: float = 1e-5, stale_min: float = 1e-3
         + f" (tol {sync_tol:g}); reference: separate object {ref is not pol}, requires_grad False {ref_frozen}, "
         f"max |change| after {len(stale['updates'])} updates {stale['reference_moved']:.3g} while the policy moved "
         f"{stale['policy_moved']:.3g}, KL(ref) {kl_ref:.3g}; verifier score Trajectory.verified separate from "
-        f"train_reward: {verifier_field}"
+        f"train_reward: {verifier_field} (C23: they disagree on an exploit)"
     )
     return measured, _status(ok)
 
@@ -554,7 +560,8 @@ def check_c12(std: str = "population", task_index: int = 0) -> tuple[str, str]:
           and float(mean[0]) == 0.5 and float(sd[0]) == 0.5 and traj_adv == [1.0, -1.0] and broadcast
           and bool((adv[~act] == 0).all()))
     measured = (
-        f"easy BugFix train task {task_index}: run_tests + fix + run_tests + submit {win.turns} turns ({win.stop_reason}, reward "
+        f"easy BugFix train task {task_index}: run_tests + fix + run_tests + submit {win.turns} turns "
+        f"({win.stop_reason}, reward "
         f"{win.train_reward:g}, {tok[0].numel()} action tokens) vs ls x9 + submit {lose.turns} turns "
         f"({lose.stop_reason}, reward {lose.train_reward:g}, {tok[1].numel()} action tokens); GRPO ({std} std, "
         f"eps 0): mean {float(mean[0]):.4g}, std {float(sd[0]):.4g}, advantages "
@@ -638,7 +645,8 @@ def _value_at_end(model: PolicyModel, tokens: list[int]) -> float:
     return float(values[0, -1])
 
 
-def check_c17(compression_as_terminal: bool = False, seed: int = 17, rollouts: int = 32, lr: float = 1e-2) -> tuple[str, str]:
+def check_c17(compression_as_terminal: bool = False, seed: int = 17, rollouts: int = 32,
+              lr: float = 1e-2) -> tuple[str, str]:
     """PPO bootstraps across a compression from the context the episode actually continued from.
 
     Real rollouts of the warm-start policy (value head) on easy BugFix with the compression
@@ -667,7 +675,8 @@ def check_c17(compression_as_terminal: bool = False, seed: int = 17, rollouts: i
     engine = _engine(num_envs=rollouts, compression=C17_COMPRESSION)
 
     def collect(u: int) -> list[Trajectory]:
-        reqs = make_requests(rollouts, 1, seed=seed * 100 + u, task_indices=[i % c.env.train_tasks for i in range(rollouts)])
+        reqs = make_requests(rollouts, 1, seed=seed * 100 + u,
+                             task_indices=[i % c.env.train_tasks for i in range(rollouts)])
         return _collect(engine, policy, reqs, seed * 100 + u, u)
 
     for u in range(2):
@@ -704,7 +713,8 @@ def check_c17(compression_as_terminal: bool = False, seed: int = 17, rollouts: i
                 "end": seg.end, "r": float(lay["rewards"][i, k]), "V": float(lay["values"][i, k]),
                 "boot": float(lay["next_values"][i, k]), "V_cont": _value_at_end(before, ctx_tokens),
                 "V_next_first": float(raw[int(rows[k + 1]), int(lay["cols"][i, k + 1]) - 1]),
-                "V_reset": _value_at_end(before, reset_tokens), "prefix_ok": nxt.tokens[: len(ctx_tokens)] == ctx_tokens,
+                "V_reset": _value_at_end(before, reset_tokens),
+                "prefix_ok": nxt.tokens[: len(ctx_tokens)] == ctx_tokens,
                 "flags": (bool(lay["terminated"][i, k]), bool(lay["truncated"][i, k])),
                 "term_flag": bool(term_l["terminated"][i, k]), "term_boot": float(term_l["next_values"][i, k]),
                 "cont_boot": float(cont_l["next_values"][i, k]),
@@ -920,9 +930,11 @@ def check_c20(budget: int = C19_BUDGET, grpo_keys: Sequence[str] = C20_GRPO_KEYS
         + f", in-batch EV {mean('ppo', 'critic/explained_variance_in_batch')}; task side (held-out templates, "
         f"{summ('grpo', 'eval/test_budget')} samples/task): success GRPO {summ('grpo', 'eval/success')} / PPO "
         f"{summ('ppo', 'eval/success')} (train templates {summ('grpo', 'eval_train/success')} / "
-        f"{summ('ppo', 'eval_train/success')}), recovery after tool failure {summ('grpo', 'eval/recovery_rate')} "
-        f"({summ('grpo', 'eval/tool_failure_episodes')} episodes) / {summ('ppo', 'eval/recovery_rate')} "
-        f"({summ('ppo', 'eval/tool_failure_episodes')} episodes)"
+        f"{summ('ppo', 'eval_train/success')}), recovery after an injected tool failure (success among those "
+        f"episodes) held-out {summ('grpo', 'eval/recovery_rate')} ({summ('grpo', 'eval/tool_failure_episodes')} "
+        f"episodes) / {summ('ppo', 'eval/recovery_rate')} ({summ('ppo', 'eval/tool_failure_episodes')}), train "
+        f"templates {summ('grpo', 'eval_train/recovery_rate')} ({summ('grpo', 'eval_train/tool_failure_episodes')}) / "
+        f"{summ('ppo', 'eval_train/recovery_rate')} ({summ('ppo', 'eval_train/tool_failure_episodes')})"
         + (f"; missing or not finite: {', '.join(problems)}" if problems else "")
     )
     return measured, _status(not problems)
@@ -983,8 +995,9 @@ def check_c24_trainer(budget: int = C24_BUDGET, biased: str = "biased_process", 
         f"{len(rows_b)} updates: {biased}: train reward {rb0:.3f} -> {rb1:.3f}, verified success {sb0:.3f} -> "
         f"{sb1:.3f} (reward - success {rb1 - sb1:+.3f}, need >= {min_gap:g}), mean turns {tb:.1f}; outcome: reward "
         f"{ro0:.3f} -> {ro1:.3f}, success {so0:.3f} -> {so1:.3f}, turns {to:.1f}; final verified success on train "
-        f"templates (8 x 8): {biased} {eb:.3f} vs outcome {eo:.3f}; cross-run 'higher final reward ({rb1:.3f} vs "
-        f"{ro1:.3f}) and not higher success' reported only (held for 2/5 seeds)"
+        f"templates (8 x 8): {biased} {eb:.3f} vs outcome {eo:.3f}; cross-run reading (biased: higher last-quarter "
+        f"reward {rb1:.3f} vs {ro1:.3f} and not higher verified success) at this seed: {rb1 > ro1 and eb <= eo} "
+        f"(reported, not required: it held for 2 of seeds 0-4, either run can collapse)"
     )
     return measured, _status(ok)
 

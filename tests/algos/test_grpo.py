@@ -3,6 +3,8 @@ every action token, masking, dynamic sampling, observation tokens out of the los
 
 import copy
 
+import pytest
+
 import torch
 
 from algos.batch import ContextBuilder, Trajectory, collate
@@ -148,3 +150,15 @@ def test_micro_batches_accumulate_to_the_full_batch_update():
         sliced, _ = _update(copy.deepcopy(trajs), loss_agg=agg, micro_batch_rows=1)
         for p, q in zip(full.parameters(), sliced.parameters()):
             torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5)
+
+
+def test_update_refuses_trajectories_sampled_at_another_temperature():
+    """Old log-probs are recomputed at the trainer's temperature; behavior log-probs taken at a
+    different one would make every ratio wrong, so the update stops with a clear error."""
+    a, b = make_traj([2], 1.0, seed=1), make_traj([2], 0.0, seed=2)
+    a.temperature = b.temperature = 0.7
+    trainer = GRPOTrainer(algo(), model(), temperature=1.0)
+    with pytest.raises(ValueError, match=r"sampled at temperature \[0.7\].*recomputes log-probs at 1.0"):
+        trainer.update([a, b])
+    a.temperature = b.temperature = 1.0  # matching temperature (and None = scripted demo) is fine
+    assert trainer.update([a, b])["train/trajectories"] == 2

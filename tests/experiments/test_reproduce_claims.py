@@ -7,7 +7,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-from algos.batch import Segment, Trajectory
+
 from experiments import reproduce_claims as rc
 
 REPO = Path(__file__).resolve().parents[2]
@@ -16,10 +16,6 @@ CLOSED_FORM = ["C1", "C2", "C3", "C4", "C5", "C15", "C16", "C18", "C25"]
 ENV_ROWS = ["C9", "C10", "C11", "C21", "C23", "C24"]
 # Empirical rows checked with the rollout engine and trainers by experiments/claims_trainers.py.
 TRAINER_ROWS = ["C6", "C7", "C8", "C12", "C13", "C14", "C17", "C19", "C20"]
-# C8 requires the sampling temperature stored per sample; while algos.batch has no such field the
-# row is an honest FAIL (and the entry point exits 1). This tightens by itself once it exists.
-TEMPERATURE_STORED = hasattr(Trajectory(), "temperature") or hasattr(Segment(), "temperature")
-KNOWN_FAIL = set() if TEMPERATURE_STORED else {"C8"}
 
 
 @lru_cache(maxsize=1)
@@ -42,7 +38,7 @@ def rows_of(stdout: str) -> dict[str, list[str]]:
 
 def test_entry_point_prints_every_claim_and_exits_zero():
     done = run_entry_point()
-    assert done.returncode == (1 if KNOWN_FAIL else 0), done.stdout + done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
     rows = rows_of(done.stdout)
     assert list(rows) == [f"C{i}" for i in range(1, 26)]  # every ID, in order
     assert all(len(cells) == 5 for cells in rows.values())
@@ -51,17 +47,13 @@ def test_entry_point_prints_every_claim_and_exits_zero():
     statuses = [cells[-1] for cells in rows.values()]
     assert "PENDING" not in statuses
     assert rows["C22"][-1] == "OPTIONAL"
-    # Every other row ran and passed (except a documented gap of the data model, which FAILs).
+    # Every other row ran and passed.
     for cid, cells in rows.items():
         if cid == "C22":
             continue
-        expected = "FAIL" if cid in KNOWN_FAIL else "PASS"
-        assert cells[-1] == expected, cells
+        assert cells[-1] == "PASS", cells
         assert not cells[3].startswith("needs #"), cells
-    if "C8" in KNOWN_FAIL:
-        assert "sampling temperature: NOT stored per sample" in rows["C8"][3]
-    n_pass = 15 - len(KNOWN_FAIL)
-    assert done.stdout.strip().splitlines()[-1] == f"closed-form: 9/9 PASS, empirical: {n_pass}/15 PASS, pending: 0, optional: 1"
+    assert done.stdout.strip().splitlines()[-1] == "closed-form: 9/9 PASS, empirical: 15/15 PASS, pending: 0, optional: 1"
 
 
 def test_registry_matches_claim_ids_and_kinds():
@@ -73,7 +65,8 @@ def test_registry_matches_claim_ids_and_kinds():
 
 
 def test_a_failing_claim_makes_main_return_one(capsys):
-    claims = dict(rc.CLAIMS)
+    # the closed-form rows only (the empirical ones run trainers; the entry-point tests cover them)
+    claims = {cid: claim for cid, claim in rc.CLAIMS.items() if claim.kind == "closed-form"}
     claims["C2"] = rc.Claim("C2", "deliberately wrong", "never", lambda: ("measured 0", rc.FAIL))
     assert rc.main(claims) == 1
     out = capsys.readouterr().out
@@ -128,7 +121,7 @@ def test_trainer_claim_rows_run_the_trainers_with_measured_numbers():
     rows = rows_of(done.stdout)
     for cid in TRAINER_ROWS:
         assert rc.CLAIMS[cid].kind == "empirical"
-        assert rows[cid][-1] == ("FAIL" if cid in KNOWN_FAIL else "PASS"), rows[cid]
+        assert rows[cid][-1] == "PASS", rows[cid]
         assert not rows[cid][3].startswith("needs #") and any(ch.isdigit() for ch in rows[cid][3]), rows[cid]
     assert "Wilson CI" in rows["C6"][3] and "P_mix" in rows["C6"][3]
     assert "UpdateContext.old_logp" in rows["C7"][3]
