@@ -42,6 +42,12 @@ from algos.policy import PolicyModel, ValueModel, count_params, shift_logprobs, 
 
 OFF_POLICY_CORRECTIONS = ("decoupled", "none", "behavior-as-old")
 RATIO_KINDS = ("token", "sequence", "sequence-norm")
+# learning-rate multiplier as a function of the fraction f in [0, 1] of the run's compute budget
+# spent (so a schedule is the same for both methods at equal cost, and exact on resume)
+LR_SCHEDULES = {
+    "constant": lambda f: 1.0,
+    "linear": lambda f: max(0.0, 1.0 - f),
+}
 
 
 @dataclass
@@ -76,6 +82,8 @@ class Trainer:
                              f"allowed: {', '.join(OFF_POLICY_CORRECTIONS)}")
         if algo.ratio not in RATIO_KINDS:
             raise ValueError(f"algo.ratio={algo.ratio!r} unknown; allowed: {', '.join(RATIO_KINDS)}")
+        if algo.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"algo.lr_schedule={algo.lr_schedule!r} unknown; allowed: {', '.join(LR_SCHEDULES)}")
         self.algo = algo
         self.policy = policy
         self.critic = critic
@@ -88,6 +96,14 @@ class Trainer:
         self.n_policy = count_params(policy)
         self.n_critic = count_params(critic) if critic is not None else 0
         self.updates_done = 0
+
+    def set_budget_fraction(self, fraction: float) -> float:
+        """Set the learning rate for the next update: ``algo.lr * LR_SCHEDULES[algo.lr_schedule](f)``
+        with ``f`` the fraction of the compute budget spent before it. Returns the rate."""
+        lr = self.algo.lr * LR_SCHEDULES[self.algo.lr_schedule](min(max(float(fraction), 0.0), 1.0))
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
 
     # ----- hooks ----------------------------------------------------------------------------
     def select(self, trajectories: list[Trajectory]) -> tuple[list[Trajectory], dict]:

@@ -6,7 +6,7 @@
     python -m experiments.compare --seeds 0,1 -- budget.amount=512 eval.tasks=8   # extra overrides
 
 Steps:
-1. **Sweep.** Runs ``python -m experiments.train -m +experiment=compare_<preset>`` as a
+1. **Sweep.** Runs ``python -m experiments.train -m experiment=compare_<preset>`` as a
    subprocess: a Hydra multirun over ``algo=grpo,ppo`` x seeds (the preset's
    ``hydra.sweeper.params``) with the joblib launcher (2 jobs at a time) or ``hydra/launcher=ray``,
    into one sweep directory (``--sweep-dir``, default ``runs/compare/<preset>-<timestamp>``; every
@@ -64,16 +64,9 @@ SWEEP_ENV: dict[str, str] = {
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 
-def experiment_override(experiment: str, config_dir: Path = CONFIG_DIR) -> str:
-    """``experiment=X`` when configs/config.yaml's defaults list has an ``experiment`` entry
-    (e.g. ``- optional experiment: null``), else ``+experiment=X`` (append the group)."""
-    from omegaconf import OmegaConf
-
-    defaults = OmegaConf.to_container(OmegaConf.load(config_dir / "config.yaml")).get("defaults", [])
-    for entry in defaults:
-        if isinstance(entry, dict) and any(str(k).split()[-1] == "experiment" for k in entry):
-            return f"experiment={experiment}"
-    return f"+experiment={experiment}"
+def experiment_override(experiment: str) -> str:
+    """The Hydra override that selects preset ``configs/experiment/<experiment>.yaml``."""
+    return f"experiment={experiment}"
 
 
 def default_sweep_dir(preset: str) -> Path:

@@ -75,6 +75,8 @@ class AlgoConfig:
     minibatches: int = 1
     micro_batch_rows: int = 64
     lr: float = 3e-4
+    # learning-rate schedule over the compute budget: constant | linear (decays to 0 at the end)
+    lr_schedule: str = "constant"
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
     clip_low: float = 0.2
@@ -238,7 +240,7 @@ def validate(cfg) -> TrainConfig:
     from algos.compute import BUDGET_KINDS
     from algos.losses import AGGREGATION_MODES, KL_ESTIMATORS
     from algos.ppo import VALUE_LEVELS
-    from algos.trainer import OFF_POLICY_CORRECTIONS, RATIO_KINDS, TRAINERS, make_trainer  # noqa: F401
+    from algos.trainer import LR_SCHEDULES, OFF_POLICY_CORRECTIONS, RATIO_KINDS, TRAINERS, make_trainer  # noqa: F401
 
     import algos.grpo  # noqa: F401
     import algos.ppo  # noqa: F401
@@ -252,6 +254,7 @@ def validate(cfg) -> TrainConfig:
     _allowed("algo.std", a.std, list(STD_CONVENTIONS))
     _allowed("algo.kl_kind", a.kl_kind, list(KL_ESTIMATORS))
     _allowed("algo.ratio", a.ratio, RATIO_KINDS)
+    _allowed("algo.lr_schedule", a.lr_schedule, list(LR_SCHEDULES))
     _allowed("algo.off_policy_correction", a.off_policy_correction, OFF_POLICY_CORRECTIONS)
     _allowed("algo.value_level", a.value_level, VALUE_LEVELS)
     _allowed("budget.kind", c.budget.kind, BUDGET_KINDS)

@@ -247,8 +247,10 @@ def run(c: TrainConfig, resolved: dict | None = None) -> dict:
                                          generator=torch.Generator().manual_seed(mix_seed(c.seed, update, 3)))
             collect_seconds = time.perf_counter() - t0
             meter.add_trajectories(trajs)
-            # -- update
+            # -- update (learning rate from the budget fraction spent before it: exact on resume)
+            lr = trainer.set_budget_fraction(budget.fraction(meter))
             train_metrics = trainer.update(trajs)
+            train_metrics["train/lr"] = lr
             update += 1
             meter.updates = update
             snapshots.append(snapshot())

@@ -162,3 +162,15 @@ def test_update_refuses_trajectories_sampled_at_another_temperature():
         trainer.update([a, b])
     a.temperature = b.temperature = 1.0  # matching temperature (and None = scripted demo) is fine
     assert trainer.update([a, b])["train/trajectories"] == 2
+
+
+def test_learning_rate_schedule_follows_the_budget_fraction():
+    # linear: lr * (1 - f); algo lr 1e-2 -> f=0.25: 7.5e-3, f=1: 0 (and f beyond 1 is clipped to 1)
+    trainer = GRPOTrainer(algo(lr_schedule="linear"), model())
+    assert trainer.set_budget_fraction(0.25) == pytest.approx(7.5e-3)
+    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(7.5e-3)
+    assert trainer.set_budget_fraction(1.3) == 0.0
+    # constant: lr whatever the fraction
+    assert GRPOTrainer(algo(), model()).set_budget_fraction(0.9) == pytest.approx(1e-2)
+    with pytest.raises(ValueError, match="lr_schedule='cosine' unknown; allowed: constant, linear"):
+        GRPOTrainer(algo(lr_schedule="cosine"), model())

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments.compare import PRESETS, experiment_override, sweep_command
+from experiments.compare import PRESETS, sweep_command
 from experiments.loggers import offline_run_contents
 
 # Shrink the small preset to seconds (applied to every run of the sweep, both algorithms).
@@ -29,17 +29,10 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def test_sweep_command_and_argument_errors(tmp_path):
     cmd = sweep_command("small", tmp_path / "s", "grp", launcher="joblib", jobs=2, seeds=[0, 1],
                         overrides=["budget.amount=8"])
-    assert cmd[1:5] == ["-m", "experiments.train", "-m", experiment_override("compare_small")]
+    assert cmd[1:5] == ["-m", "experiments.train", "-m", "experiment=compare_small"]
     assert f"hydra.sweep.dir={tmp_path / 's'}" in cmd and "logger.group=grp" in cmd
     assert "hydra.launcher.n_jobs=2" in cmd and "seed=0,1" in cmd and cmd[-1] == "budget.amount=8"
     assert set(PRESETS.values()) == {p.stem for p in (Path(__file__).parents[2] / "configs" / "experiment").glob("compare_*.yaml")}
-    # configs/config.yaml without an experiment entry -> append (+); with one -> plain override.
-    conf = tmp_path / "conf"
-    conf.mkdir()
-    (conf / "config.yaml").write_text("defaults:\n  - env: bugfix\n  - _self_\n")
-    assert experiment_override("compare_small", conf) == "+experiment=compare_small"
-    (conf / "config.yaml").write_text("defaults:\n  - env: bugfix\n  - optional experiment: null\n  - _self_\n")
-    assert experiment_override("compare_small", conf) == "experiment=compare_small"
     with pytest.raises(ValueError, match="allowed: small, bugfix, long_horizon"):
         sweep_command("huge", tmp_path, "g")
     with pytest.raises(ValueError, match="joblib"):

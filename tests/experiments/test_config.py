@@ -38,6 +38,7 @@ def test_defaults_compose_and_validate(algo, env):
         (["rollout.staleness=-1"], "rollout.staleness=-1 must be >= 0"),
         (["policy.n_heads=3"], "divisible"),
         (["algo.kl_kind=k9"], "allowed: k1, k2, k3"),
+        (["algo.lr_schedule=cosine"], "algo.lr_schedule='cosine' is not a valid choice; allowed: constant, linear"),
         (["compression=recent", "compression.budget_tokens=500"], "leaves no room in policy.max_len=512"),
     ],
 )

@@ -23,7 +23,7 @@ def ws_cache(tmp_path_factory):
 
 
 def train(run_dir, *overrides, ws_cache, check=True, timeout=300):
-    preset = [] if any(o.startswith("+experiment=") for o in overrides) else ["+experiment=tiny"]
+    preset = [] if any(o.startswith("experiment=") for o in overrides) else ["experiment=tiny"]
     cmd = [sys.executable, "-m", "experiments.train", *preset, "env=bugfix", f"run_dir={run_dir}",
            f"warmstart.cache_dir={ws_cache}", *overrides]
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1"}
@@ -118,7 +118,7 @@ def test_short_run_improves_over_the_start_model(tmp_path, ws_cache, algo, extra
     (seed 0). Success on those tasks (fixed eval seeds, 64 attempts) must clearly beat the start
     model's (measured on the same tasks and seeds)."""
     run_dir = tmp_path / algo
-    train(run_dir, "+experiment=learn_tiny", f"algo={algo}", *extra, ws_cache=ws_cache)
+    train(run_dir, "experiment=learn_tiny", f"algo={algo}", *extra, ws_cache=ws_cache)
     summary = json.loads((run_dir / "summary.json").read_text())
     start, final = summary["start_model/success"], summary["eval/success"]
     assert 0.05 < start < 0.5

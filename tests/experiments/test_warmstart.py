@@ -25,7 +25,7 @@ torch.set_num_threads(1)
 
 def tiny(tmp_path, *overrides):
     with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["+experiment=tiny", "env=bugfix",
+        cfg = compose(config_name="config", overrides=["experiment=tiny", "env=bugfix",
                                                        f"warmstart.cache_dir={tmp_path}", *overrides])
     return validate(cfg)
 
