@@ -30,6 +30,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs import vocab
+from envs.task_options import SPLITS, parse_reset_options
 from envs.stop import StopReason, rule_for
 from envs.tools import FaultConfig, ToolResult, ToolSimulator
 from envs.verifier import (
@@ -189,7 +190,6 @@ TEMPLATES: tuple[tuple[str, ...], ...] = (
     ("t = x - B", "if t < A then t = A", "return t * 2"),
 )
 CONSTANTS = {"A": (1, 2, 3, 4), "B": (2, 3, 5), "C": (1, 2, 3)}
-SPLITS = ("train", "heldout")
 BUG_KINDS = ("flip_operator", "swap_operands", "change_constant", "invert_condition", "drop_statement")
 FLIP = {"+": "-", "-": "+"}
 INVERT = {"<": ">=", ">=": "<", ">": "<=", "<=": ">", "==": "!=", "!=": "=="}
@@ -699,14 +699,10 @@ class BugFixEnv(gymnasium.Env):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        options = dict(options or {})
-        unknown = set(options) - {"task_index", "split"}
-        if unknown:
-            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; allowed: task_index, split")
-        split = options.get("split", "train")
+        split, index = parse_reset_options(options)
         tasks = self.tasks(split)
-        if options.get("task_index") is not None:
-            index = int(options["task_index"]) % len(tasks)
+        if index is not None:  # wraps: a training pool larger than the catalogue cycles through it
+            index = index % len(tasks)
         else:
             index = int(self.np_random.integers(len(tasks)))
         task = tasks[index]

@@ -12,6 +12,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.task_options import SPLITS, parse_reset_options
 from envs.stop import StopReason, rule_for
 
 APPROACH_NAMES = tuple("ABCDEFGH")
@@ -41,7 +42,6 @@ FILLER_WORDS_PER_LINE = 10
 N_LOG_PAGES = 5
 KEY_RANGE = (0, 99)  # inclusive; the key the notes reveal and `submit N` must match
 PRINT_MAX = 199  # largest integer the vocabulary has; larger counts print as "many"
-SPLITS = ("train", "heldout")
 
 # Characters an action / observation may contain (the Text spaces). Random Text actions that
 # check_env samples are format errors, never exceptions.
@@ -209,22 +209,12 @@ class LongHorizonEnv(gym.Env):
     # ------------------------------------------------------------------ Gymnasium API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        options = dict(options or {})
-        unknown = set(options) - {"task_index", "split"}
-        if unknown:
-            raise ValueError(f"unknown reset options {sorted(unknown)}; allowed: task_index, split")
-        split = options.get("split", "train")
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}; allowed: {', '.join(SPLITS)}")
-        if "task_index" in options:
-            index = options["task_index"]
-            if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
-                raise ValueError(f"task_index must be an int, got {index!r}")
+        split, index = parse_reset_options(options)
+        if index is not None:
             if not 0 <= index < self.n_tasks[split]:
                 raise ValueError(
                     f"task_index {index} out of range for split {split!r}: 0..{self.n_tasks[split] - 1}"
                 )
-            index = int(index)
         else:
             index = int(self.np_random.integers(self.n_tasks[split]))
         self.task = make_task(split, index, self.n_approaches)

@@ -7,36 +7,15 @@ import pytest
 
 import torch
 
-from algos.batch import ContextBuilder, Trajectory, collate
+from algos.batch import collate
 from algos.grpo import GRPOTrainer, trajectory_advantages
 from algos.losses import aggregation_weights
 from algos.policy import PolicyModel, PolicyShape
 from algos.trainer import make_trainer
 from experiments.config import AlgoConfig
+from synthetic_trajectories import make_traj
 
 torch.set_num_threads(1)
-EOS = 2
-
-
-def make_traj(turns_per_segment, reward, group=0, masked=False, seed=0, obs_len=2):
-    """A trajectory whose k-th segment has ``turns_per_segment[k]`` turns; each turn samples
-    one word + EOS after a 2-token observation. Reward on the last turn."""
-    g = torch.Generator().manual_seed(seed)
-    b = ContextBuilder(max_len=256)
-    for k, n_turns in enumerate(turns_per_segment):
-        b.start_segment(torch.randint(5, 40, (2,), generator=g).tolist(), "reset" if k == 0 else "compression")
-        for t in range(n_turns):
-            b.add_sampled(int(torch.randint(5, 40, (1,), generator=g)), -1.0, 0)
-            b.add_sampled(EOS, -1.0, 0)
-            b.end_action(False)
-            if t < n_turns - 1:
-                b.add_observation(torch.randint(5, 40, (obs_len,), generator=g).tolist())
-        b.seg.end = "compressed"
-    b.seg.end = "masked" if masked else "terminated"
-    b.seg.turns[-1].reward = reward
-    return Trajectory(segments=b.segments, group_id=group, train_reward=reward, terminated=not masked,
-                      truncated=masked, masked=masked, verified=None if masked else int(reward),
-                      turns=sum(turns_per_segment), generated_tokens=2 * sum(turns_per_segment))
 
 
 def model(seed=0):

@@ -12,9 +12,9 @@ from algos.ppo import gae_layout
 from algos.advantages import gae
 from algos.trainer import make_trainer
 from experiments.config import AlgoConfig
+from synthetic_trajectories import EOS, make_traj
 
 torch.set_num_threads(1)
-EOS = 2
 
 
 def compressed_traj(end="terminated"):
@@ -112,24 +112,6 @@ def _algo(**kw):
     base = dict(name="ppo", group_size=1, off_policy_correction="none", lr=1e-2, epochs=2, minibatches=1)
     base.update(kw)
     return AlgoConfig(**base)
-
-
-def make_traj(turns_per_segment, reward, group=0, seed=0):
-    """Segments of ``turns_per_segment[k]`` turns (one word + EOS each, 2-token observations)."""
-    g = torch.Generator().manual_seed(seed)
-    b = ContextBuilder(max_len=256)
-    for k, n_turns in enumerate(turns_per_segment):
-        b.start_segment(torch.randint(5, 40, (2,), generator=g).tolist(), "reset" if k == 0 else "compression")
-        for t in range(n_turns):
-            b.add_sampled(int(torch.randint(5, 40, (1,), generator=g)), -1.0, 0)
-            b.add_sampled(EOS, -1.0, 0)
-            b.end_action(False)
-            if t < n_turns - 1:
-                b.add_observation(torch.randint(5, 40, (2,), generator=g).tolist())
-        b.seg.end = "compressed"
-    b.seg.end = "terminated"
-    b.seg.turns[-1].reward = reward
-    return Trajectory(segments=b.segments, group_id=group, train_reward=reward, terminated=True, verified=int(reward))
 
 
 def _trajs():
