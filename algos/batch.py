@@ -257,11 +257,6 @@ def action_layout(batch: Batch, level: str = "token") -> tuple[torch.Tensor, tor
     return rows, cols, mask
 
 
-def broadcast_per_trajectory(values: torch.Tensor, batch: Batch) -> torch.Tensor:
-    """``values [N]`` (one per trajectory) -> ``[R, T]`` on every sampled token of every segment."""
-    return values[batch.row_traj][:, None] * batch.action_mask
-
-
 __all__ = [
     "Batch",
     "ContextBuilder",
@@ -271,6 +266,5 @@ __all__ = [
     "Trajectory",
     "Turn",
     "action_layout",
-    "broadcast_per_trajectory",
     "collate",
 ]
