@@ -40,7 +40,6 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -59,9 +58,6 @@ from algos.losses import (
 )
 from algos.policy import PolicyModel, ValueModel, count_params, shift_logprobs, shift_logprobs_entropy, shift_values
 from algos.registry import TRAINERS, make_trainer, register
-
-if TYPE_CHECKING:
-    from algos.ppo import GAELayout
 
 # learning-rate multiplier as a function of the fraction f in [0, 1] of the run's compute budget
 # spent (so a schedule is the same for both methods at equal cost, and exact on resume)
@@ -100,7 +96,7 @@ class Advantages:
     returns: Tensor | None = None  # [R, T] PPO value targets (GAE returns) at the decision points
     value_mask: Tensor | None = None  # [R, T] float 1 at the decision points (where the value loss applies)
     old_values: Tensor | None = None  # [R, T] V before fitting, at the decision token (``shift_values``)
-    layout: "GAELayout | None" = None  # PPO: the decision points and the gae inputs
+    layout: object | None = None  # PPO: the decision points and the gae inputs (an algos.ppo.GAELayout)
     point_advantages: Tensor | None = None  # [N, L] GAE advantages (before normalisation)
     point_returns: Tensor | None = None  # [N, L] GAE returns
     metrics: dict = field(default_factory=dict)  # train/adv_* and critic/* of this batch
