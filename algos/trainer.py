@@ -7,6 +7,8 @@ trajectories and returns one ``train/*`` + ``critic/*`` metrics dict. It is
     adv = trainer.advantages(batch, inputs)              # -> Advantages (GRPO: group-relative; PPO: GAE)
     metrics = trainer.optimize(batch, inputs, adv)       # epochs x minibatches x micro-batches
 
+(``update_record`` runs the same and also returns the batch, inputs and advantages.)
+
 1. ``prepare_batch`` drops masked trajectories (infra error / cancelled: no loss, no score; counted,
    never a 0) and those the algorithm's ``select`` leaves out (GRPO dynamic sampling), collates
    segments into rows (``algos.batch.collate``), and computes with no gradient the **old**
@@ -100,6 +102,18 @@ class Advantages:
     point_advantages: Tensor | None = None  # [N, L] GAE advantages (before normalisation)
     point_returns: Tensor | None = None  # [N, L] GAE returns
     metrics: dict = field(default_factory=dict)  # train/adv_* and critic/* of this batch
+
+
+@dataclass
+class UpdateRecord:
+    """One update as ``update_record`` ran it: its metrics and the three steps' outputs (None
+    when the update was skipped). ``inputs.old_logp`` is complete (filled by the first epoch when
+    fused)."""
+
+    metrics: dict
+    batch: Batch | None = None
+    inputs: UpdateInputs | None = None
+    advantages: Advantages | None = None
 
 
 class UpdateStats:
@@ -209,17 +223,22 @@ class Trainer:
     def update(self, trajectories: list[Trajectory]) -> dict:
         """``prepare_batch`` -> ``advantages`` -> ``optimize``; one metrics dict. With nothing to
         train on, ``train/skipped = 1`` and no step. Either way the update counter advances."""
+        return self.update_record(trajectories).metrics
+
+    def update_record(self, trajectories: list[Trajectory]) -> UpdateRecord:
+        """``update`` that also returns what the three steps produced (for diagnostics and claim
+        measurements: the batch, the old / reference log-probs, the advantages, the GAE layout)."""
         t0 = time.perf_counter()
         prepared = self.prepare_batch(trajectories)
         if prepared is None:
             self.updates_done += 1
-            return {**self._selection(trajectories)[1], "train/skipped": 1}
+            return UpdateRecord(metrics={**self._selection(trajectories)[1], "train/skipped": 1})
         batch, inputs = prepared
         adv = self.advantages(batch, inputs)
         metrics = {**inputs.metrics, **adv.metrics, **self.optimize(batch, inputs, adv)}
         self.updates_done += 1
         metrics["train/update_seconds"] = time.perf_counter() - t0
-        return metrics
+        return UpdateRecord(metrics=metrics, batch=batch, inputs=inputs, advantages=adv)
 
     def prepare_batch(self, trajectories: list[Trajectory]) -> tuple[Batch, UpdateInputs] | None:
         """Select, collate, and compute the no-grad inputs of the update (``UpdateInputs``).
@@ -413,4 +432,4 @@ def frozen_copy(model: PolicyModel) -> PolicyModel:
 
 
 __all__ = ["Advantages", "LR_SCHEDULES", "OFF_POLICY_CORRECTIONS", "RATIO_KINDS", "TRAINERS", "Trainer",
-           "UpdateInputs", "UpdateStats", "agg_weight_shift", "frozen_copy", "make_trainer", "register"]
+           "UpdateInputs", "UpdateRecord", "UpdateStats", "agg_weight_shift", "frozen_copy", "make_trainer", "register"]

@@ -153,6 +153,28 @@ def test_update_is_prepare_advantages_optimize():
         assert steps[key] == pytest.approx(value, rel=1e-6, abs=1e-9), key
     for p, q in zip(a.parameters(), b.parameters()):
         assert torch.equal(p, q)
+    # update_record: the same update, with what its steps produced
+    c = _model(critic="head")
+    record = make_trainer("ppo", algo, c).update_record(copy.deepcopy(trajs))
+    assert record.metrics.keys() - {"train/update_seconds"} == whole.keys()
+    assert torch.equal(record.inputs.old_logp, inputs.old_logp) and torch.equal(record.advantages.tokens, adv.tokens)
+    assert torch.equal(record.batch.tokens, batch.tokens)
+
+
+@pytest.mark.parametrize("minibatches", [1, 2])
+def test_old_logprobs_are_the_start_weights_whether_fused_or_not(minibatches):
+    """GRPO with one minibatch takes the old log-probs from epoch 0's forwards (fused); with two
+    from a separate pass. Either way they are the start model's log-probs at the temperature."""
+    trajs = [make_traj([2, 1], 1.0, seed=1), make_traj([3], 0.0, seed=2)]
+    start = _model()
+    algo = AlgoConfig(name="grpo", epochs=2, minibatches=minibatches, lr=1e-2)
+    record = make_trainer("grpo", algo, _model(), temperature=0.7).update_record(trajs)
+    assert record.inputs.old_logp_from_first_epoch == (minibatches == 1)
+    batch = record.batch
+    m = batch.action_mask > 0
+    with torch.no_grad():
+        expected = shift_logprobs(start(batch.tokens)[0], batch.tokens, 0.7)
+    torch.testing.assert_close(record.inputs.old_logp[m], expected[m], atol=1e-5, rtol=1e-5)
 
 
 def test_nothing_to_train_is_a_skipped_update():
@@ -162,6 +184,8 @@ def test_nothing_to_train_is_a_skipped_update():
     metrics = trainer.update([masked])
     assert metrics == {"train/masked_trajectories": 1, "train/trajectories": 0, "train/skipped": 1}
     assert trainer.updates_done == 1
+    record = trainer.update_record([masked])
+    assert record.batch is None and record.metrics["train/skipped"] == 1 and trainer.updates_done == 2
 
 
 def test_registries_name_the_valid_choices():
