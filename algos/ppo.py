@@ -21,7 +21,8 @@ Each trajectory's decision points, over ALL its segments, are laid out in one ro
 Value loss: clipped (``algo.value_clip``) squared error against the GAE returns at the points,
 aggregated like the policy loss. ``algo.value_warmup_updates``: the first updates train only the
 critic: no policy term (clipped loss, entropy bonus, KL) enters the loss, and a value head does not
-move the shared trunk, so the policy's parameters get no gradient at all.
+move the shared trunk, so only the critic's parameters (the value head, or the separate critic) get
+a gradient.
 
 Diagnostics (C20): ``critic/explained_variance_heldout`` is the explained variance of the critic's predictions on
 this batch BEFORE it is fitted on it, against the complete Monte Carlo returns of terminated
