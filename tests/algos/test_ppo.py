@@ -5,6 +5,8 @@ import copy
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from algos.batch import ContextBuilder, Trajectory, collate
 from algos.policy import PolicyModel, PolicyShape, ValueModel
@@ -123,6 +125,59 @@ def test_turn_level_layout_one_point_per_tool_call():
     tok = gae_layout(batch, raw, "token")
     assert tok.mask.sum() == 6 and tok.rewards[0, 2] == 0.25 and tok.rewards[0, 5] == 1.0
     assert tok.owner[0].tolist() == [-1, -1, -1, 0, 1, 2, -1, -1, 3, 4, 5]
+
+
+def _random_traj(spec):
+    """``spec``: segments, each a list of turns ``(n_words, capped, reward)``; a capped turn gets
+    an env-written EOS after its words."""
+    b = ContextBuilder(max_len=256)
+    for k, turns in enumerate(spec):
+        b.start_segment([10 + k], "reset" if k == 0 else "compression")
+        for j, (n_words, capped, reward) in enumerate(turns):
+            for w in range(n_words):
+                b.add_sampled(20 + w, 0.0, 0)
+            if not capped:
+                b.add_sampled(EOS, 0.0, 0)
+            b.end_action(capped).reward = reward
+            if j < len(turns) - 1:
+                b.add_observation([12, 13])
+        b.seg.end = "compressed"
+    b.seg.end = "terminated"
+    return Trajectory(segments=b.segments, terminated=True)
+
+
+TURN = st.tuples(st.integers(1, 3), st.booleans(), st.sampled_from([0.0, 0.25, 1.0]))
+TRAJ = st.lists(st.lists(TURN, min_size=1, max_size=3), min_size=1, max_size=3)
+
+
+@settings(max_examples=25, deadline=None)
+@given(specs=st.lists(TRAJ, min_size=1, max_size=3))
+def test_layout_owners_and_rewards_match_a_loop_over_turns(specs):
+    """Vectorized decision-point bookkeeping vs a loop over each trajectory's segments and turns:
+    turn level numbers the turns, token level the sampled tokens; the turn's reward sits on the
+    point owning its last sampled token."""
+    trajs = [_random_traj(spec) for spec in specs]
+    batch = collate(trajs)
+    for level in ("token", "turn"):
+        lay = gae_layout(batch, torch.zeros(batch.tokens.shape), level)
+        owner = torch.full(batch.tokens.shape, -1, dtype=torch.long)
+        rewards = torch.zeros(lay.mask.shape)
+        row = 0
+        for i, tr in enumerate(trajs):
+            k = -1
+            for seg in tr.segments:
+                for turn in seg.turns:
+                    if level == "turn":
+                        k += 1
+                    for t in range(turn.start, turn.end + 1):
+                        if level == "token":
+                            k += 1
+                        owner[row, t] = k
+                    rewards[i, k] += turn.reward
+                row += 1
+            assert int(lay.mask[i].sum()) == k + 1
+        assert torch.equal(lay.owner, owner), level
+        torch.testing.assert_close(lay.rewards, rewards)
 
 
 def _algo(**kw):
