@@ -111,10 +111,16 @@ def group_mean_std(
     if ddof is None:
         return mean, torch.ones_like(rewards), constant
     centered = torch.where(constant, torch.zeros_like(rewards), rewards - mean)
-    sq = torch.zeros(n_groups, dtype=rewards.dtype).index_add_(0, inverse, centered * centered)
+    # std_g = s_g * sqrt(sum (c_i / s_g)^2 / (n_g - ddof)) with s_g = max_i |c_i|: the same number,
+    # but squares of tiny deviations (e.g. rewards 0 and 2e-309) no longer underflow to a zero std
+    # of a non-constant group (which made A = c / 0 = +-inf at eps = 0)
+    scale = torch.zeros(n_groups, dtype=rewards.dtype).scatter_reduce(0, inverse, centered.abs(), "amax")
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    unit = centered / scale[inverse]
+    sq = torch.zeros(n_groups, dtype=rewards.dtype).index_add_(0, inverse, unit * unit)
     # (n_g - ddof) >= 1 for every non-constant group (it has >= 2 members); clamp keeps constant
     # singleton groups under ddof=1 at 0 / 1 instead of 0 / 0.
-    group_std = torch.sqrt(sq / (counts - ddof).clamp(min=1.0))[inverse]
+    group_std = (scale * torch.sqrt(sq / (counts - ddof).clamp(min=1.0)))[inverse]
     return mean, torch.where(constant, torch.zeros_like(group_std), group_std), constant
 
 
