@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Callable
 
 import torch
 from torch import Tensor
@@ -27,6 +28,14 @@ STD_CONVENTIONS: dict[str, int | None] = {
     "sample": 1,  # Bessel-corrected: [0, 0, 1, 1] -> std sqrt(1/3)
     "none": None,  # Dr. GRPO style: A = r - mean, no division
 }
+
+
+def pick(registry: dict, field: str, name: str):
+    """``registry[name]`` for a config value ``field=name``, or a one-line
+    ``ValueError("<field>=<name> unknown; allowed: <names>")`` listing the registry's names."""
+    if name not in registry:
+        raise ValueError(f"{field}={name!r} unknown; allowed: {', '.join(registry)}")
+    return registry[name]
 
 
 def _ddof_for(std: str) -> int | None:
@@ -102,10 +111,16 @@ def group_mean_std(
     if ddof is None:
         return mean, torch.ones_like(rewards), constant
     centered = torch.where(constant, torch.zeros_like(rewards), rewards - mean)
-    sq = torch.zeros(n_groups, dtype=rewards.dtype).index_add_(0, inverse, centered * centered)
+    # std_g = s_g * sqrt(sum (c_i / s_g)^2 / (n_g - ddof)) with s_g = max_i |c_i|: the same number,
+    # but squares of tiny deviations (e.g. rewards 0 and 2e-309) no longer underflow to a zero std
+    # of a non-constant group (which made A = c / 0 = +-inf at eps = 0)
+    scale = torch.zeros(n_groups, dtype=rewards.dtype).scatter_reduce(0, inverse, centered.abs(), "amax")
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    unit = centered / scale[inverse]
+    sq = torch.zeros(n_groups, dtype=rewards.dtype).index_add_(0, inverse, unit * unit)
     # (n_g - ddof) >= 1 for every non-constant group (it has >= 2 members); clamp keeps constant
     # singleton groups under ddof=1 at 0 / 1 instead of 0 / 0.
-    group_std = torch.sqrt(sq / (counts - ddof).clamp(min=1.0))[inverse]
+    group_std = (scale * torch.sqrt(sq / (counts - ddof).clamp(min=1.0)))[inverse]
     return mean, torch.where(constant, torch.zeros_like(group_std), group_std), constant
 
 
@@ -234,3 +249,22 @@ def discounted_returns(
     zeros = torch.zeros_like(_as_float("rewards", rewards))
     advantages, _ = gae(rewards, zeros, zeros, terminated, truncated, gamma=gamma, lam=1.0, mask=mask)
     return advantages
+
+
+def _token_points(action_mask: Tensor, turn_first: Tensor) -> Tensor:
+    return _as_bool("action_mask", action_mask)
+
+
+def _turn_points(action_mask: Tensor, turn_first: Tensor) -> Tensor:
+    return _as_bool("turn_first", turn_first) & _as_bool("action_mask", action_mask)
+
+
+# ``algo.value_level`` -> (action_mask [R, T], turn_first [R, T]) -> decision points [R, T] bool.
+# token: every sampled token is a decision point; turn: the first sampled token of each tool call
+# (one value per turn). Every sampled token belongs to the last decision point at or before it
+# (its own for token level, its turn's first token for turn level): the point's reward is the sum
+# of its tokens' rewards and its advantage is broadcast back to them.
+VALUE_LEVELS: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
+    "token": _token_points,
+    "turn": _turn_points,
+}

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from algos.advantages import VALUE_LEVELS, pick
 from envs.tokenizer import get_tokenizer
 
 SEGMENT_STARTS = ("reset", "compression")
@@ -86,21 +87,13 @@ class Trajectory:
     hack_flags: dict = field(default_factory=dict)
     turns: int = 0
     generated_tokens: int = 0
-    observation_tokens: int = 0
+    observation_tokens: int = 0  # env-written tokens the policy read in the rollout (rollout.read_env_tokens)
     tool_seconds: float = 0.0
     tool_failures: int = 0  # turns hit by an injected tool fault (timeout, flaky, crash)
     policy_version: int = 0  # version of the sampler when the trajectory started
     # sampling temperature the behavior log-probs were taken at (None: scripted demo, not sampled)
     temperature: float | None = None
     final_info: dict = field(default_factory=dict)
-
-    @property
-    def turn_rewards(self) -> list[float]:
-        return [t.reward for s in self.segments for t in s.turns]
-
-    @property
-    def n_segments(self) -> int:
-        return len(self.segments)
 
 
 class ContextBuilder:
@@ -195,14 +188,6 @@ class Batch:
     def num_rows(self) -> int:
         return self.tokens.shape[0]
 
-    @property
-    def group_ids(self) -> torch.Tensor:
-        return torch.tensor([t.group_id for t in self.trajectories], dtype=torch.long)
-
-    @property
-    def outcome_rewards(self) -> torch.Tensor:
-        return torch.tensor([t.train_reward for t in self.trajectories], dtype=torch.float32)
-
     def segment(self, row: int) -> Segment:
         return self.trajectories[int(self.row_traj[row])].segments[int(self.row_segment[row])]
 
@@ -249,16 +234,11 @@ def collate(trajectories: list[Trajectory], pad_id: int = 0) -> Batch:
 def action_layout(batch: Batch, level: str = "token") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Each trajectory's decision points, all segments in order, as one row (for GAE).
 
-    ``level="token"``: every sampled token is a decision point; ``level="turn"``: the first sampled
-    token of each turn. Returns ``(rows [N, L], cols [N, L], mask [N, L])`` where
+    ``level`` names the decision points (``algos.advantages.VALUE_LEVELS``): ``"token"`` every
+    sampled token, ``"turn"`` the first sampled token of each turn. Returns ``(rows [N, L], cols [N, L], mask [N, L])`` where
     ``(rows[i, k], cols[i, k])`` is the batch position of trajectory ``i``'s ``k``-th decision point
     (padding where ``mask`` is False; padded entries point at (0, 0))."""
-    if level == "token":
-        points = batch.action_mask > 0
-    elif level == "turn":
-        points = batch.turn_first & (batch.action_mask > 0)
-    else:
-        raise ValueError(f"value level {level!r} unknown; allowed: token, turn")
+    points = pick(VALUE_LEVELS, "algo.value_level", level)(batch.action_mask, batch.turn_first)
     per_traj: list[list[tuple[int, int]]] = [[] for _ in batch.trajectories]
     # rows of a trajectory are consecutive and in segment order (collate builds them that way)
     for row in range(batch.num_rows):
@@ -277,11 +257,6 @@ def action_layout(batch: Batch, level: str = "token") -> tuple[torch.Tensor, tor
     return rows, cols, mask
 
 
-def broadcast_per_trajectory(values: torch.Tensor, batch: Batch) -> torch.Tensor:
-    """``values [N]`` (one per trajectory) -> ``[R, T]`` on every sampled token of every segment."""
-    return values[batch.row_traj][:, None] * batch.action_mask
-
-
 __all__ = [
     "Batch",
     "ContextBuilder",
@@ -291,6 +266,5 @@ __all__ = [
     "Trajectory",
     "Turn",
     "action_layout",
-    "broadcast_per_trajectory",
     "collate",
 ]

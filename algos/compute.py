@@ -5,19 +5,34 @@
                           they cost generation; ``masked_rollouts`` counts them separately;
                           trajectories dropped by dynamic sampling also count)
   ``generated_tokens``    tokens the policy sampled during training rollouts
-  ``observation_tokens``  env-written tokens fed to the policy (BOS, observations, SEP, forced EOS)
+  ``observation_tokens``  env-written tokens the policy read during rollouts (BOS, observations,
+                          SEP, forced EOS fed back): what was prefilled into its KV cache, NOT
+                          tokens laid out in a segment but never fed (the final observation of a
+                          truncated episode, kept only for the critic's bootstrap; a forced EOS
+                          closing a segment's last action) — ``Trajectory.observation_tokens``
   ``tool_seconds``        simulated tool time reported by the envs
   ``train_flops``         analytic FLOPs of the training side (below)
   ``wall_seconds``        measured wall time of rollout + update phases (not evaluation)
   ``updates``             optimizer updates (policy versions) done
 
-Analytic FLOPs (Kaplan et al. 2020 approximation, attention-score term ignored at these sizes):
-  forward          ~= 2 * N * tokens
-  forward+backward ~= 6 * N * tokens
+Analytic FLOPs (Kaplan et al. 2020 parameter term, plus the attention-score term counted exactly
+for causal rows):
+  forward          = 2 * N * tokens + A
+  forward+backward = 6 * N * tokens + 3 * A        (backward = 2 x forward, both terms)
+  A = 2 * n_layers * d_model * sum_r T_r (T_r + 1)
 where ``N`` counts the parameters that take part in matrix multiplies (``count_params``:
-embedding lookups excluded, the LM head counted) and ``tokens`` the non-pad tokens processed.
-A separate critic adds its own ``N_critic`` terms; a value head is part of the policy's ``N``.
-Generation FLOPs are not in ``train_flops`` (generation is counted by tokens).
+embedding lookups excluded, the LM head counted), ``tokens`` the non-pad tokens processed and
+``T_r`` the non-pad length of row ``r``. ``A`` is the attention scores' cost, which has no
+parameters: in each layer the query at position ``t`` (0-based) meets ``t + 1`` causal keys, with
+``2 * d_model * (t + 1)`` FLOPs for ``Q K^T`` and as many for the weighted sum of ``V``; summed over
+``t < T`` that is ``4 * d_model * T (T + 1) / 2`` per layer. Relative to the ``2 N T`` term with
+``N ~ 12 n_layers d_model^2`` it is ``(T + 1) / (12 d_model)`` (less with the LM head in ``N``): for
+the tiny policy (d_model 64, 2 layers, N = 134 656 with its LM head) ``A / (2 N T)`` is 0.096 at
+T = 100, 0.244 at 256 and 0.488 at 512. It grows with the context length, so FLOP-matched
+comparisons between compression settings need it. Softmax, layer norms, biases and activations are left out (lower order: no ``d_model^2`` and
+no ``T * d_model`` per position).
+A separate critic adds its own ``N_critic`` and ``A`` terms; a value head is part of the policy's
+``N``. Generation FLOPs are not in ``train_flops`` (generation is counted by tokens).
 
 ``Budget(kind, amount)`` stops a run when the chosen counter reaches ``amount`` so GRPO with G=8
 and PPO with G=1 are compared at equal cost.
@@ -30,14 +45,25 @@ from dataclasses import asdict, dataclass
 BUDGET_KINDS = ("rollouts", "generated_tokens", "tool_seconds", "train_flops", "updates")
 
 
-def forward_flops(n_params: int, tokens: int) -> float:
-    """FLOPs of one forward pass: ``2 * N * tokens``."""
-    return 2.0 * n_params * tokens
+def attention_flops(n_layers: int, d_model: int, row_lengths) -> float:
+    """A = 2 * n_layers * d_model * sum_r T_r (T_r + 1): the forward attention-score FLOPs of
+    causal self-attention over rows of ``T_r`` real tokens (``row_lengths``: ints or a 1-D tensor).
+    Example: 1 layer, d_model 16, rows of 6 and 5 tokens: 2 * 16 * (6*7 + 5*6) = 2304."""
+    lengths = [int(x) for x in row_lengths]
+    if any(x < 0 for x in lengths):
+        raise ValueError(f"row_lengths must be >= 0, got {lengths}")
+    return 2.0 * n_layers * d_model * float(sum(x * (x + 1) for x in lengths))
 
 
-def train_step_flops(n_params: int, tokens: int) -> float:
-    """FLOPs of one forward + backward pass: ``6 * N * tokens``."""
-    return 6.0 * n_params * tokens
+def forward_flops(n_params: int, tokens: int, attention: float = 0.0) -> float:
+    """FLOPs of one forward pass: ``2 * N * tokens + A`` (``attention`` = A, see
+    :func:`attention_flops`)."""
+    return 2.0 * n_params * tokens + attention
+
+
+def train_step_flops(n_params: int, tokens: int, attention: float = 0.0) -> float:
+    """FLOPs of one forward + backward pass: ``6 * N * tokens + 3 * A``."""
+    return 6.0 * n_params * tokens + 3.0 * attention
 
 
 @dataclass
@@ -61,11 +87,13 @@ class ComputeMeter:
             self.tool_seconds += tr.tool_seconds
             self.turns += tr.turns
 
-    def add_forward(self, n_params: int, tokens: int) -> None:
-        self.train_flops += forward_flops(n_params, tokens)
+    def add_forward(self, n_params: int, tokens: int, attention: float = 0.0) -> None:
+        """Count one forward pass (:func:`forward_flops`) in ``train_flops``."""
+        self.train_flops += forward_flops(n_params, tokens, attention)
 
-    def add_train_step(self, n_params: int, tokens: int) -> None:
-        self.train_flops += train_step_flops(n_params, tokens)
+    def add_train_step(self, n_params: int, tokens: int, attention: float = 0.0) -> None:
+        """Count one forward + backward pass (:func:`train_step_flops`) in ``train_flops``."""
+        self.train_flops += train_step_flops(n_params, tokens, attention)
 
     def metrics(self) -> dict[str, float]:
         """``compute/*`` counters (cumulative; used as x-axes)."""
@@ -105,4 +133,4 @@ class Budget:
         return self.spent(meter) >= self.amount
 
 
-__all__ = ["BUDGET_KINDS", "Budget", "ComputeMeter", "forward_flops", "train_step_flops"]
+__all__ = ["BUDGET_KINDS", "Budget", "ComputeMeter", "attention_flops", "forward_flops", "train_step_flops"]

@@ -12,6 +12,9 @@ never aligned across members: a 4-turn success and a 10-turn failure are compare
 Dynamic sampling (``algo.dynamic_sampling``): groups whose rewards are all equal carry no signal
 (their advantages are exactly 0); they are dropped from the update, but their generation cost was
 already counted by the ComputeMeter when they were collected.
+
+Fields read from ``algo`` beyond the base ``Trainer``'s: ``std``, ``adv_eps``, ``dynamic_sampling``
+(no PPO field: no ``gamma``, ``lam``, ``vf_coef``, ``value_*``, ``norm_adv``).
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ from __future__ import annotations
 import torch
 
 from algos.advantages import group_advantages
-from algos.batch import Batch, Trajectory, broadcast_per_trajectory
+from algos.batch import Batch, Trajectory
 from algos.metrics import group_outcome_rates
-from algos.trainer import Trainer, UpdateContext, register
+from algos.registry import register
+from algos.trainer import Advantages, Trainer, UpdateInputs
 
 
 def trajectory_advantages(trajectories: list[Trajectory], std: str, eps: float) -> torch.Tensor:
@@ -53,14 +57,13 @@ class GRPOTrainer(Trainer):
         metrics["train/dropped_groups"] = len(by_group) - len(keep_groups)
         return kept, metrics
 
-    def advantages(self, batch: Batch, ctx: UpdateContext) -> torch.Tensor:
+    def advantages(self, batch: Batch, inputs: UpdateInputs) -> Advantages:
+        """``A_i`` of each trajectory (``per_trajectory [N]``) on every loss token of its rows:
+        ``tokens[r, t] = A_{row_traj[r]} * loss_mask[r, t]``."""
         adv = trajectory_advantages(batch.trajectories, self.algo.std, self.algo.adv_eps)
-        ctx.extras["trajectory_advantages"] = adv
-        return adv[batch.row_traj][:, None] * (ctx.loss_mask > 0).float()
-
-    def finish(self, batch: Batch, ctx: UpdateContext, stats: dict) -> dict:
-        adv = ctx.extras["trajectory_advantages"]
-        return {"train/adv_abs_mean": float(adv.abs().mean()), "train/adv_zero_frac": float((adv == 0).float().mean())}
+        tokens = adv[batch.row_traj][:, None] * (inputs.loss_mask > 0).float()
+        metrics = {"train/adv_abs_mean": float(adv.abs().mean()), "train/adv_zero_frac": float((adv == 0).float().mean())}
+        return Advantages(tokens=tokens, per_trajectory=adv, metrics=metrics)
 
 
-__all__ = ["GRPOTrainer", "broadcast_per_trajectory", "trajectory_advantages"]
+__all__ = ["GRPOTrainer", "trajectory_advantages"]

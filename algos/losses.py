@@ -3,6 +3,10 @@
 Pure math: tensors in, tensors out. Every loss here is per element; reduce it with
 ``aggregate(loss, aggregation_weights(mask, mode, ...))`` where the weights are computed once on
 the whole batch, so micro-batches / devices can each sum their slice and get the same total.
+
+Registries picked by config name (their errors list the valid names): ``RATIO_KINDS``
+(``algo.ratio``), ``OFF_POLICY_CORRECTIONS`` (``algo.off_policy_correction``), ``KL_ESTIMATORS``
+(``algo.kl_kind``), ``AGGREGATION_MODES`` (``algo.loss_agg``).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from algos.advantages import _as_bool, _as_float
+from algos.advantages import _as_bool
 
 
 def _same_shape(**tensors: Tensor) -> torch.Size:
@@ -43,21 +47,29 @@ def _real(name: str, value: object, low: float, high: float, low_open: bool = Fa
     return float(value)
 
 
+# |log-ratio| bound before exponentiating (exp(20) ~ 4.9e8): a ratio stays finite in float32
+# however long the sequence it multiplies over (exp(x) overflows float32 past x ~ 88.7)
+LOG_RATIO_CLAMP = 20.0
+
+
 def token_ratios(logp_new: Tensor, logp_old: Tensor) -> Tensor:
-    """rho_t = exp(log pi_new(a_t) - log pi_old(a_t)).
+    """rho_t = exp(clamp(log pi_new(a_t) - log pi_old(a_t), -c, c)),  c = ``LOG_RATIO_CLAMP``.
 
     Shapes: both inputs the same shape (typically [B, T]); returns that shape. One ratio per
-    sampled token: token-level PPO clips each of these, never their product.
+    sampled token: token-level PPO clips each of these, never their product. The clamp only acts
+    on a log-ratio beyond +-20 (there its gradient is 0, as in the clipped PPO branch).
     """
     _same_shape(logp_new=logp_new, logp_old=logp_old)
-    return torch.exp(logp_new - logp_old)
+    return torch.exp(torch.clamp(logp_new - logp_old, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
 
 
 def sequence_ratios(
     logp_new: Tensor, logp_old: Tensor, mask: Tensor, length_normalized: bool = False
 ) -> Tensor:
-    """rho_seq = exp(sum_t m_t (log pi_new - log pi_old)) = prod_t rho_t over masked tokens;
-    length_normalized: rho_seq = exp(sum_t m_t (...) / sum_t m_t) (geometric mean, GSPO).
+    """rho_seq = exp(clamp(s, -c, c)) with s = sum_t m_t (log pi_new - log pi_old), i.e.
+    prod_t rho_t over masked tokens; length_normalized: s = sum_t m_t (...) / sum_t m_t (geometric
+    mean, GSPO). c = ``LOG_RATIO_CLAMP``: the summed log-ratio of a long action (200 tokens at
+    +0.5 each: s = 100) would overflow exp to inf; clamped it stays finite (zero gradient there).
 
     Shapes: ``logp_new``, ``logp_old``, ``mask`` [B, T] (mask bool or 0/1, 1 = sampled token).
     Returns [B]. A row with no masked token has ratio 1.0 (empty product / log-ratio 0).
@@ -70,7 +82,55 @@ def sequence_ratios(
     total = log_ratio.sum(dim=1)
     if length_normalized:
         total = total / m.sum(dim=1).clamp(min=1).to(total.dtype)
-    return torch.exp(total)
+    return torch.exp(torch.clamp(total, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+
+
+def _token_ratio_kind(logp: Tensor, base: Tensor, mask: Tensor) -> Tensor:
+    return token_ratios(torch.where(mask, logp, base), base)
+
+
+def _sequence_ratio_kind(logp: Tensor, base: Tensor, mask: Tensor) -> Tensor:
+    return sequence_ratios(logp, base, mask)[:, None].expand_as(logp)
+
+
+def _sequence_norm_ratio_kind(logp: Tensor, base: Tensor, mask: Tensor) -> Tensor:
+    return sequence_ratios(logp, base, mask, length_normalized=True)[:, None].expand_as(logp)
+
+
+# ``algo.ratio`` -> (logp [B, T], base [B, T], mask [B, T] bool) -> ratio [B, T] on every token:
+# token: rho_t per token (exactly 1 off the mask); sequence / sequence-norm: the row's rho_seq
+# broadcast to all of its tokens.
+RATIO_KINDS: dict[str, Callable[[Tensor, Tensor, Tensor], Tensor]] = {
+    "token": _token_ratio_kind,
+    "sequence": _sequence_ratio_kind,
+    "sequence-norm": _sequence_norm_ratio_kind,
+}
+
+
+def _decoupled(old: Tensor, behavior: Tensor, mask: Tensor, is_cap: float) -> tuple[Tensor, Tensor | None]:
+    w = torch.exp(old - behavior).clamp(max=is_cap).detach()
+    return old, torch.where(mask, w, torch.ones_like(w))
+
+
+def _no_correction(old: Tensor, behavior: Tensor, mask: Tensor, is_cap: float) -> tuple[Tensor, Tensor | None]:
+    return old, None
+
+
+def _behavior_as_old(old: Tensor, behavior: Tensor, mask: Tensor, is_cap: float) -> tuple[Tensor, Tensor | None]:
+    return behavior, None
+
+
+# ``algo.off_policy_correction`` -> (old_logp, behavior_logp, mask, is_cap) -> (base, w):
+# the PPO ratio is pi / base and the per-token loss is multiplied by w (None: no weight).
+#   decoupled:        base = pi_old, w = min(pi_old / pi_behavior, is_cap) (detached; 1 off the mask)
+#   none:             base = pi_old, no weight (stale samples used as if on-policy)
+#   behavior-as-old:  base = pi_behavior (the sampler's log-probs as the PPO baseline), no weight
+OFF_POLICY_CORRECTIONS: dict[str, Callable[[Tensor, Tensor, Tensor, float], tuple[Tensor, Tensor | None]]] = {
+    "decoupled": _decoupled,
+    "none": _no_correction,
+    "behavior-as-old": _behavior_as_old,
+}
+
 
 
 def ppo_clip_loss(
@@ -165,6 +225,17 @@ def kl_estimate(logp: Tensor, ref_logp: Tensor, kind: str = "k3") -> Tensor:
         raise ValueError(f"unknown KL estimator {kind!r}; allowed: {allowed}")
     _same_shape(logp=logp, ref_logp=ref_logp)
     return KL_ESTIMATORS[kind](ref_logp - logp)
+
+
+def approx_kl(logp_new: Tensor, logp_old: Tensor) -> Tensor:
+    """k = r - 1 - log r per sample, r = pi_new(a) / pi_old(a), a sampled from pi_old:
+    E_old[k] = E_old[r] - 1 + KL(pi_old || pi_new) = KL(pi_old || pi_new) (E_old[r] = 1), k >= 0.
+
+    The k3 estimator of ``KL(pi_old || pi_new)`` (``kl_estimate(logp_old, logp_new, "k3")``).
+    Shapes: both inputs the same shape; returns that shape (reduce with a masked mean).
+    """
+    _same_shape(logp_new=logp_new, logp_old=logp_old)
+    return _k3(logp_new - logp_old)
 
 
 def _token_mean(m: Tensor, traj_ids: Tensor | None) -> Tensor:

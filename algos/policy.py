@@ -145,10 +145,6 @@ class KVCache:
         self.v = [torch.zeros(batch_size, shape.n_heads, self.capacity, dh, dtype=dtype) for _ in range(shape.n_layers)]
         self.lengths = torch.zeros(batch_size, dtype=torch.long)
 
-    @property
-    def batch_size(self) -> int:
-        return self.lengths.shape[0]
-
     def reset_rows(self, rows) -> None:
         """Empty the given rows (a new episode or a new segment after compression)."""
         self.lengths[torch.as_tensor(rows, dtype=torch.long)] = 0
@@ -263,8 +259,9 @@ def shift_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: floa
 
 def shift_logprobs_entropy(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0,
                            entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(shift_logprobs, shift_entropy)`` from one log-softmax; the entropy carries a gradient
-    only with ``entropy_grad`` (otherwise it is a detached diagnostic)."""
+    """``(shift_logprobs, entropy)`` from one log-softmax: ``entropy[b, t]`` is the entropy of the
+    next-token distribution that produced token ``t`` (from the logits at ``t - 1``; index 0 set to
+    0). The entropy carries a gradient only with ``entropy_grad`` (otherwise a detached diagnostic)."""
     lp = torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)
     taken = F.pad(lp.gather(-1, tokens[:, 1:, None]).squeeze(-1), (1, 0))
     if entropy_grad:
@@ -273,13 +270,6 @@ def shift_logprobs_entropy(logits: torch.Tensor, tokens: torch.Tensor, temperatu
         with torch.no_grad():
             ent = -(lp.exp() * lp).sum(-1)
     return taken, F.pad(ent, (1, 0))
-
-
-def shift_entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """Entropy of the next-token distribution that produced each token (aligned like ``shift_logprobs``)."""
-    lp = torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)
-    ent = -(lp.exp() * lp).sum(-1)
-    return F.pad(ent, (1, 0))
 
 
 def shift_values(values: torch.Tensor) -> torch.Tensor:
@@ -332,7 +322,6 @@ __all__ = [
     "build_models",
     "count_params",
     "sample_from_logits",
-    "shift_entropy",
     "shift_logprobs",
     "shift_logprobs_entropy",
     "shift_values",

@@ -287,7 +287,19 @@ def _end(traj: Trajectory, builder: ContextBuilder, info: dict, terminated: bool
         builder.add_observation(obs_ids)
         seg.bootstrap_index = len(seg.tokens) - 1
     traj.segments = builder.segments
-    traj.observation_tokens = sum(len(x.tokens) - x.n_sampled for x in traj.segments)
+    traj.observation_tokens = sum(read_env_tokens(x) for x in traj.segments)
+
+
+def read_env_tokens(seg) -> int:
+    """Env-written tokens of a finished segment that the policy READ during the rollout: those
+    before the last sampled token of its last action. That token and everything after it (a
+    forced EOS closing a capped action, and for a truncated end the final observation + [SEP]
+    laid out only for the critic's V(next state)) were never fed: the episode ended or a new
+    segment began. A segment without actions counts all its env-written tokens."""
+    if not seg.turns:
+        return len(seg.tokens) - seg.n_sampled
+    last = seg.turns[-1].end
+    return last - sum(seg.action_mask[:last])
 
 
 def demo_to_trajectory(observations: list[str], actions: list[str], rewards: list[float], infos: list[dict],
@@ -367,4 +379,4 @@ def make_requests(
 
 
 __all__ = ["RolloutEngine", "RolloutRequest", "TOOL_FAILURE_STATUSES", "demo_to_trajectory", "evaluate",
-           "make_requests", "record_step"]
+           "make_requests", "read_env_tokens", "record_step"]

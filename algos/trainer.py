@@ -1,22 +1,40 @@
-"""The one Trainer interface both algorithms implement, and the registry that picks one by name.
+"""The one Trainer interface both algorithms implement: an update as three typed steps.
 
 ``trainer.update(trajectories) -> metrics`` runs one policy update on freshly collected
-trajectories and returns a ``train/*`` + ``critic/*`` metrics dict. The shared part lives here:
+trajectories and returns one ``train/*`` + ``critic/*`` metrics dict. It is
 
-1. drop masked trajectories (infra error / cancelled: no loss, no score) — counted, never a 0;
-2. collate segments into rows (``algos.batch.collate``);
-3. recompute the **old** log-probs with the current weights at the sampling temperature (the
-   baseline of this update), and the **reference** log-probs with the frozen start model when a KL
-   term is on; the **behavior** log-probs come from the sampler and are never overwritten;
-4. subclass hook ``advantages(batch, ctx)`` (GRPO: group-relative outcome advantages; PPO: GAE);
-5. loss aggregation weights computed ONCE per optimizer batch (``aggregation_weights``) and sliced
-   for micro-batches, so accumulation equals one big batch;
-6. epochs x minibatches x micro-batches of the clipped token-level loss (or a sequence ratio), the
-   optional decoupled off-policy correction ``w = min(pi_old / pi_behavior, is_cap)`` (stale
-   samplers), KL to the reference, entropy bonus, plus subclass hook ``extra_loss`` (PPO's value loss).
+    prepared = trainer.prepare_batch(trajectories)      # -> (Batch, UpdateInputs) | None
+    adv = trainer.advantages(batch, inputs)              # -> Advantages (GRPO: group-relative; PPO: GAE)
+    metrics = trainer.optimize(batch, inputs, adv)       # epochs x minibatches x micro-batches
 
-Subclasses never branch on config strings; registries do the picking (``TRAINERS``,
-``OFF_POLICY_CORRECTIONS``, ``RATIO_KINDS``).
+(``update_record`` runs the same and also returns the batch, inputs and advantages.)
+
+1. ``prepare_batch`` drops masked trajectories (infra error / cancelled: no loss, no score; counted,
+   never a 0) and those the algorithm's ``select`` leaves out (GRPO dynamic sampling), collates
+   segments into rows (``algos.batch.collate``), and computes with no gradient the **old**
+   log-probs (current weights at the sampling temperature: the baseline of this update), the old
+   critic outputs and, with a KL term, the **reference** log-probs of the frozen start model. The
+   **behavior** log-probs come from the sampler (``Batch.behavior_logp``) and are never overwritten.
+2. ``advantages`` is the algorithm's (``GRPOTrainer``, ``PPOTrainer``).
+3. ``optimize``: loss aggregation weights computed ONCE per optimizer batch (``loss_weights``) and
+   sliced for micro-batches, so accumulation equals one big batch; per slice the clipped policy
+   loss with the ratio of ``RATIO_KINDS[algo.ratio]`` against the baseline and weight of
+   ``OFF_POLICY_CORRECTIONS[algo.off_policy_correction]``, the KL to the reference, the entropy
+   bonus, plus the algorithm's ``critic_loss`` (PPO's value loss).
+
+Logged numbers do not depend on how the work is split: ``train/policy_loss`` and
+``train/value_loss`` are the full loss of each optimizer step (the sum of its slices' weighted
+shares), averaged over the steps; ``train/grad_norm`` is averaged over steps; the per-token
+statistics ``entropy``, ``clip_frac``, ``ratio_mean``, ``approx_kl`` (``r - 1 - log r``,
+``r = pi_new / pi_base``), ``kl_ref`` and ``is_weight`` are means over every loss token of every
+forward of the update (weighted by the tokens they cover), so ``micro_batch_rows`` never changes
+them.
+
+Names are picked from registries (``algos.registry.TRAINERS``, ``algos.losses.RATIO_KINDS`` /
+``OFF_POLICY_CORRECTIONS``, ``LR_SCHEDULES`` here); nothing here branches on a config string.
+Fields read from ``algo`` by this base class (both algorithms): ``lr, lr_schedule, weight_decay,
+epochs, minibatches, micro_batch_rows, max_grad_norm, clip_low, clip_high, dual_clip, ratio,
+loss_agg, kl_coef, kl_kind, entropy_coef, off_policy_correction, is_cap``.
 """
 
 from __future__ import annotations
@@ -26,22 +44,23 @@ import time
 from dataclasses import dataclass, field
 
 import torch
+from torch import Tensor
 
+from algos.advantages import pick
 from algos.batch import Batch, Trajectory, collate
-from algos.compute import ComputeMeter
+from algos.compute import ComputeMeter, attention_flops
 from algos.losses import (
+    OFF_POLICY_CORRECTIONS,
+    RATIO_KINDS,
     aggregate,
     aggregation_weights,
+    approx_kl,
     kl_estimate,
     ppo_clip_loss,
-    sequence_ratios,
-    token_ratios,
 )
-from algos.metrics import clip_fraction, masked_mean
-from algos.policy import PolicyModel, ValueModel, count_params, shift_logprobs, shift_logprobs_entropy
+from algos.policy import PolicyModel, ValueModel, count_params, shift_logprobs, shift_logprobs_entropy, shift_values
+from algos.registry import TRAINERS, make_trainer, register
 
-OFF_POLICY_CORRECTIONS = ("decoupled", "none", "behavior-as-old")
-RATIO_KINDS = ("token", "sequence", "sequence-norm")
 # learning-rate multiplier as a function of the fraction f in [0, 1] of the run's compute budget
 # spent (so a schedule is the same for both methods at equal cost, and exact on resume)
 LR_SCHEDULES = {
@@ -51,18 +70,88 @@ LR_SCHEDULES = {
 
 
 @dataclass
-class UpdateContext:
-    """Per-update tensors the hooks share (all ``[R, T]`` unless noted)."""
+class UpdateInputs:
+    """What ``prepare_batch`` computes once per update, before any optimizer step. Tensors are
+    ``[R, T]`` and aligned to the token index (``algos.policy``: the log-prob of token ``t`` comes
+    from the logits at ``t - 1``), 0 at index 0 and where noted."""
 
-    old_logp: torch.Tensor
-    ref_logp: torch.Tensor | None
-    loss_mask: torch.Tensor  # action tokens that enter the policy loss
-    traj_keep: torch.Tensor  # [N] bool, trajectories kept (dynamic sampling may drop some)
-    extras: dict = field(default_factory=dict)
+    old_logp: Tensor  # log pi_old(token) at the sampling temperature, weights at the start of the update
+    ref_logp: Tensor | None  # frozen reference model's log-probs (None: no reference model)
+    loss_mask: Tensor  # float 0/1: tokens in the policy loss (the sampled tokens, action_mask)
+    # raw critic output at each position (value of the prefix ending there) before this update's
+    # fitting; None without a critic, or when old_logp is taken from the first epoch (below)
+    old_values: Tensor | None = None
+    # True: old_logp is zeros here and optimize fills it from epoch 0's forwards, which run before
+    # the first optimizer step (single minibatch), i.e. with exactly the old weights
+    old_logp_from_first_epoch: bool = False
+    # selection counts: train/masked_trajectories, train/trajectories (+ GRPO's groups / dropped)
+    metrics: dict = field(default_factory=dict)
+
+
+@dataclass
+class Advantages:
+    """The output of ``advantages(batch, inputs)``. ``[R, T]`` tensors are aligned to the token
+    index; ``[N, L]`` ones are per trajectory and decision point (``layout``)."""
+
+    tokens: Tensor  # [R, T] advantage of every loss token (0 off the loss mask)
+    per_trajectory: Tensor | None = None  # [N] GRPO's group-relative outcome advantages
+    returns: Tensor | None = None  # [R, T] PPO value targets (GAE returns) at the decision points
+    value_mask: Tensor | None = None  # [R, T] float 1 at the decision points (where the value loss applies)
+    old_values: Tensor | None = None  # [R, T] V before fitting, at the decision token (``shift_values``)
+    layout: object | None = None  # PPO: the decision points and the gae inputs (an algos.ppo.GAELayout)
+    point_advantages: Tensor | None = None  # [N, L] GAE advantages (before normalisation)
+    point_returns: Tensor | None = None  # [N, L] GAE returns
+    metrics: dict = field(default_factory=dict)  # train/adv_* and critic/* of this batch
+
+
+@dataclass
+class UpdateRecord:
+    """One update as ``update_record`` ran it: its metrics and the three steps' outputs (None
+    when the update was skipped). ``inputs.old_logp`` is complete (filled by the first epoch when
+    fused)."""
+
+    metrics: dict
+    batch: Batch | None = None
+    inputs: UpdateInputs | None = None
+    advantages: Advantages | None = None
+
+
+class UpdateStats:
+    """Split-invariant accumulation of an update's logged numbers.
+
+    ``step_part(name, x)``: ``x`` is one slice's weighted share of a loss; ``end_step`` closes an
+    optimizer step. Logged: mean over steps of the per-step sums (the step's full loss), and of
+    ``grad_norm``. ``tokens(name, values, mask)``: per-token values; logged as
+    ``sum(values[mask]) / sum(mask)`` over the whole update. Only names that got data are logged.
+    """
+
+    def __init__(self) -> None:
+        self._step: dict[str, float] = {}
+        self._steps: dict[str, list[float]] = {}
+        self._sums: dict[str, float] = {}
+        self._counts: dict[str, int] = {}
+
+    def step_part(self, name: str, value: float) -> None:
+        self._step[name] = self._step.get(name, 0.0) + float(value)
+
+    def end_step(self, grad_norm: float) -> None:
+        for name, value in {**self._step, "grad_norm": float(grad_norm)}.items():
+            self._steps.setdefault(name, []).append(value)
+        self._step = {}
+
+    def tokens(self, name: str, values: Tensor, mask: Tensor) -> None:
+        self._sums[name] = self._sums.get(name, 0.0) + float(values.detach()[mask].double().sum())
+        self._counts[name] = self._counts.get(name, 0) + int(mask.sum())
+
+    def metrics(self, prefix: str = "train/") -> dict[str, float]:
+        out = {f"{prefix}{k}": sum(v) / len(v) for k, v in self._steps.items()}
+        out.update({f"{prefix}{k}": self._sums[k] / n for k, n in self._counts.items() if n > 0})
+        return out
 
 
 class Trainer:
-    """Base class: the shared update. ``algo`` is an ``experiments.config.AlgoConfig``-like object."""
+    """Base class: the shared update. ``algo`` is an algorithm config object (attributes listed
+    in the module docstring); subclasses add ``advantages`` and optional hooks."""
 
     name = "base"
     # take the old log-probs from epoch 0's forward when there is a single minibatch
@@ -77,13 +166,9 @@ class Trainer:
         temperature: float = 1.0,
         meter: ComputeMeter | None = None,
     ) -> None:
-        if algo.off_policy_correction not in OFF_POLICY_CORRECTIONS:
-            raise ValueError(f"algo.off_policy_correction={algo.off_policy_correction!r} unknown; "
-                             f"allowed: {', '.join(OFF_POLICY_CORRECTIONS)}")
-        if algo.ratio not in RATIO_KINDS:
-            raise ValueError(f"algo.ratio={algo.ratio!r} unknown; allowed: {', '.join(RATIO_KINDS)}")
-        if algo.lr_schedule not in LR_SCHEDULES:
-            raise ValueError(f"algo.lr_schedule={algo.lr_schedule!r} unknown; allowed: {', '.join(LR_SCHEDULES)}")
+        self._correction = pick(OFF_POLICY_CORRECTIONS, "algo.off_policy_correction", algo.off_policy_correction)
+        self._ratio = pick(RATIO_KINDS, "algo.ratio", algo.ratio)
+        self._lr_multiplier = pick(LR_SCHEDULES, "algo.lr_schedule", algo.lr_schedule)
         self.algo = algo
         self.policy = policy
         self.critic = critic
@@ -100,196 +185,219 @@ class Trainer:
     def set_budget_fraction(self, fraction: float) -> float:
         """Set the learning rate for the next update: ``algo.lr * LR_SCHEDULES[algo.lr_schedule](f)``
         with ``f`` the fraction of the compute budget spent before it. Returns the rate."""
-        lr = self.algo.lr * LR_SCHEDULES[self.algo.lr_schedule](min(max(float(fraction), 0.0), 1.0))
+        lr = self.algo.lr * self._lr_multiplier(min(max(float(fraction), 0.0), 1.0))
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         return lr
 
     # ----- hooks ----------------------------------------------------------------------------
     def select(self, trajectories: list[Trajectory]) -> tuple[list[Trajectory], dict]:
-        """Which (non-masked) trajectories enter the update; GRPO's dynamic sampling drops some."""
+        """Which (non-masked) trajectories enter the update, and metrics about the choice."""
         return trajectories, {}
 
-    def prepare(self, batch: Batch, ctx: UpdateContext) -> None:
-        """Anything computed once before the epochs (PPO: old values)."""
-
-    def advantages(self, batch: Batch, ctx: UpdateContext) -> torch.Tensor:
+    def advantages(self, batch: Batch, inputs: UpdateInputs) -> Advantages:
         raise NotImplementedError
 
-    def weights(self, mb: torch.Tensor, batch: Batch, ctx: UpdateContext) -> dict:
-        """Aggregation weights of one optimizer batch (rows ``mb``), computed once on all of its
-        rows and then sliced per micro-batch. ``"policy"`` weighs the policy/KL/entropy terms."""
-        return {"policy": aggregation_weights(ctx.loss_mask[mb], self.algo.loss_agg, traj_ids=batch.row_traj[mb])}
+    def loss_weights(self, mb: Tensor, batch: Batch, inputs: UpdateInputs, adv: Advantages) -> dict[str, Tensor]:
+        """Aggregation weights ``[len(mb), T]`` of one optimizer batch (rows ``mb``), computed once
+        on all of its rows and then sliced per micro-batch. ``"policy"`` weighs the
+        policy/KL/entropy terms."""
+        return {"policy": aggregation_weights(inputs.loss_mask[mb], self.algo.loss_agg, traj_ids=batch.row_traj[mb])}
 
-    def extra_loss(self, rows, batch: Batch, ctx: UpdateContext, out: dict, w: dict, stats: dict):
-        """Added to the micro-batch loss (PPO: value loss). Return a scalar tensor or None."""
+    def critic_loss(self, rows: Tensor, values: Tensor | None, adv: Advantages,
+                    weights: dict[str, Tensor]) -> tuple[Tensor, float] | None:
+        """``(term added to the slice's loss, the slice's value-loss share for the log)`` from the
+        critic outputs ``values [r, T]`` of the slice's forward, or None (no critic loss)."""
         return None
 
-    def policy_loss_coef(self) -> float:
-        return 1.0
+    def policy_frozen(self) -> bool:
+        """True while only the critic trains: no policy term enters the loss (PPO warm-up)."""
+        return False
 
-    def finish(self, batch: Batch, ctx: UpdateContext, stats: dict) -> dict:
+    def fit_metrics(self, batch: Batch, adv: Advantages, fitted_values: Tensor | None) -> dict:
+        """Metrics of the fitted model; ``fitted_values [R, T]``: the critic's values (aligned to
+        the token) from each row's forward in the last epoch, None without a value mask."""
         return {}
 
+    # ----- the three steps --------------------------------------------------------------------
+    def update(self, trajectories: list[Trajectory]) -> dict:
+        """``prepare_batch`` -> ``advantages`` -> ``optimize``; one metrics dict. With nothing to
+        train on, ``train/skipped = 1`` and no step. Either way the update counter advances."""
+        return self.update_record(trajectories).metrics
+
+    def update_record(self, trajectories: list[Trajectory]) -> UpdateRecord:
+        """``update`` that also returns what the three steps produced (for diagnostics and claim
+        measurements: the batch, the old / reference log-probs, the advantages, the GAE layout)."""
+        t0 = time.perf_counter()
+        prepared = self.prepare_batch(trajectories)
+        if prepared is None:
+            self.updates_done += 1
+            return UpdateRecord(metrics={**self._selection(trajectories)[1], "train/skipped": 1})
+        batch, inputs = prepared
+        adv = self.advantages(batch, inputs)
+        metrics = {**inputs.metrics, **adv.metrics, **self.optimize(batch, inputs, adv)}
+        self.updates_done += 1
+        metrics["train/update_seconds"] = time.perf_counter() - t0
+        return UpdateRecord(metrics=metrics, batch=batch, inputs=inputs, advantages=adv)
+
+    def prepare_batch(self, trajectories: list[Trajectory]) -> tuple[Batch, UpdateInputs] | None:
+        """Select, collate, and compute the no-grad inputs of the update (``UpdateInputs``).
+        Returns None when no trajectory is left to train on. Raises ``ValueError`` when the
+        trajectories were sampled at another temperature than the trainer recomputes at."""
+        kept, metrics = self._selection(trajectories)
+        if not kept:
+            return None
+        batch = collate(kept)
+        rows = torch.arange(batch.num_rows)
+        fuse = self.fuse_old_forward and self._n_minibatches(batch.num_rows) == 1
+        old_values = None
+        with torch.no_grad():
+            self.policy.eval()
+            if fuse:
+                old_logp = torch.zeros_like(batch.behavior_logp)
+            else:
+                out = self.forward(batch.tokens)
+                old_logp = shift_logprobs(out["logits"], batch.tokens, self.temperature)
+                old_values = out["values"]
+                self._count(batch, rows, train=False)
+            ref_logp = None
+            if self.reference is not None:
+                ref_logits, _ = self.reference(batch.tokens)
+                ref_logp = shift_logprobs(ref_logits, batch.tokens, self.temperature)
+                self._count(batch, rows, train=False, model=self.reference, with_critic=False)
+        inputs = UpdateInputs(old_logp=old_logp, ref_logp=ref_logp, loss_mask=batch.action_mask.clone(),
+                              old_values=old_values, old_logp_from_first_epoch=fuse, metrics=metrics)
+        return batch, inputs
+
+    def optimize(self, batch: Batch, inputs: UpdateInputs, adv: Advantages) -> dict:
+        """``algo.epochs`` passes over the rows in ``algo.minibatches`` optimizer steps each (rows
+        shuffled per epoch, seeded by the update counter), each step accumulated over slices of
+        ``algo.micro_batch_rows`` rows. Fills ``inputs.old_logp`` when it comes from the first
+        epoch. Returns the update's ``train/*`` (and the algorithm's) metrics."""
+        algo = self.algo
+        r = batch.num_rows
+        n_mb = self._n_minibatches(r)
+        micro = max(1, algo.micro_batch_rows)
+        frozen = self.policy_frozen()
+        stats = UpdateStats()
+        fitted = torch.zeros(batch.tokens.shape) if adv.value_mask is not None else None
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        gen = torch.Generator().manual_seed(1_000_003 * (self.updates_done + 1))
+        self.policy.train()
+        for epoch in range(algo.epochs):
+            fill_old = inputs.old_logp_from_first_epoch and epoch == 0
+            keep_fit = fitted if epoch == algo.epochs - 1 else None
+            perm = torch.randperm(r, generator=gen) if n_mb > 1 else torch.arange(r)
+            for mb in perm.chunk(n_mb):
+                mb = mb.sort().values
+                weights = self.loss_weights(mb, batch, inputs, adv)
+                self.optimizer.zero_grad(set_to_none=True)
+                for start in range(0, len(mb), micro):
+                    rows = mb[start: start + micro]
+                    w = {k: v[start: start + micro] for k, v in weights.items()}
+                    loss = self._slice_loss(rows, w, batch, inputs, adv, stats, frozen, fill_old, keep_fit)
+                    if loss.requires_grad:
+                        loss.backward()
+                    self._count(batch, rows, train=True)
+                gn = torch.nn.utils.clip_grad_norm_(params, algo.max_grad_norm)
+                stats.end_step(float(gn))
+                self.optimizer.step()
+        self.policy.eval()
+
+        metrics = stats.metrics()
+        act = batch.action_mask > 0
+        gap = (inputs.old_logp - batch.behavior_logp).abs()
+        metrics["train/behavior_old_logp_gap"] = float(gap[act].mean()) if act.any() else 0.0
+        metrics["train/behavior_old_logp_gap_max"] = float(gap[act].max()) if act.any() else 0.0
+        stale = batch.policy_version[act]
+        metrics["train/sampler_version_lag"] = float(self.updates_done - stale.float().mean()) if stale.numel() else 0.0
+        metrics.update(self.fit_metrics(batch, adv, fitted))
+        metrics["train/agg_weight_shift"] = agg_weight_shift(batch)
+        metrics["train/tokens"] = int(batch.valid.sum())
+        metrics["train/action_tokens"] = int(act.sum())
+        metrics["train/rows"] = r
+        return metrics
+
     # ----- shared machinery -----------------------------------------------------------------
-    def forward(self, tokens: torch.Tensor, detach_value: bool = False) -> dict:
+    def forward(self, tokens: Tensor, detach_value: bool = False) -> dict:
+        """``{"logits": [B, T, V], "values": [B, T] | None}`` (the separate critic's values when
+        there is one, else the policy's value head, else None)."""
         logits, head_values = self.policy(tokens, detach_value=detach_value)
         out = {"logits": logits, "values": head_values}
         if self.critic is not None:
             out["values"] = self.critic(tokens)
         return out
 
-    def _count_forward(self, tokens: int, with_policy: bool = True, with_critic: bool = False) -> None:
-        if with_policy:
-            self.meter.add_forward(self.n_policy, tokens)
-        if with_critic and self.critic is not None:
-            self.meter.add_forward(self.n_critic, tokens)
+    def _n_minibatches(self, rows: int) -> int:
+        return max(1, min(self.algo.minibatches, rows))
 
-    def update(self, trajectories: list[Trajectory]) -> dict:
-        t0 = time.perf_counter()
-        algo = self.algo
+    def _selection(self, trajectories: list[Trajectory]) -> tuple[list[Trajectory], dict]:
         live = [t for t in trajectories if not t.masked]
-        n_masked = len(trajectories) - len(live)
         kept, sel_metrics = self.select(live)
-        metrics = {"train/masked_trajectories": n_masked, "train/trajectories": len(kept), **sel_metrics}
-        if not kept:
-            self.updates_done += 1
-            metrics["train/skipped"] = 1
-            return metrics
+        metrics = {"train/masked_trajectories": len(trajectories) - len(live), "train/trajectories": len(kept),
+                   **sel_metrics}
         temps = {t.temperature for t in kept if t.temperature is not None}
         if temps - {self.temperature}:
             # old log-probs are recomputed at self.temperature; a ratio against behavior
             # log-probs taken at another temperature would be silently wrong
             raise ValueError(f"trajectories were sampled at temperature {sorted(temps)} but the trainer "
                              f"recomputes log-probs at {self.temperature}; use one rollout.temperature")
-        batch = collate(kept)
-        n_tokens = int(batch.valid.sum())
-        # ---- old / reference log-probs (no grad), at the sampling temperature. With a single
-        # minibatch, epoch 0's forward of every micro-batch runs before the first optimizer step,
-        # i.e. with exactly the old weights: a trainer that needs nothing else from the old
-        # forward (GRPO) takes the old log-probs from there instead of a separate pass.
-        fuse = self.fuse_old_forward and max(1, min(algo.minibatches, batch.num_rows)) == 1
-        with torch.no_grad():
-            self.policy.eval()
-            if fuse:
-                old_out = {"values": None}
-                old_logp = torch.zeros_like(batch.behavior_logp)
-            else:
-                old_out = self.forward(batch.tokens)
-                old_logp = shift_logprobs(old_out["logits"], batch.tokens, self.temperature)
-                self._count_forward(n_tokens, with_critic=True)
-            ref_logp = None
-            if self.reference is not None:
-                ref_logits, _ = self.reference(batch.tokens)
-                ref_logp = shift_logprobs(ref_logits, batch.tokens, self.temperature)
-                self.meter.add_forward(self.n_policy, n_tokens)
-            self.policy.train()
-        loss_mask = batch.action_mask.clone()
-        ctx = UpdateContext(old_logp=old_logp, ref_logp=ref_logp, loss_mask=loss_mask,
-                            traj_keep=torch.ones(len(kept), dtype=torch.bool))
-        ctx.extras["old_values_raw"] = old_out["values"]
-        if self.algo.loss_on_observations:
-            # deliberately wrong (claim C8 demonstration): env-written tokens enter the loss too
-            ctx.loss_mask = (batch.valid & (torch.arange(batch.tokens.shape[1]) > 0)).float()
-        self.prepare(batch, ctx)
-        adv = self.advantages(batch, ctx)
-        ctx.extras["advantages"] = adv
-        act = batch.action_mask > 0
+        return kept, metrics
 
-        # ---- optimisation
-        r = batch.num_rows
-        n_mb = max(1, min(algo.minibatches, r))
-        micro = max(1, algo.micro_batch_rows)
-        stats: dict[str, list[float]] = {}
-        gen = torch.Generator().manual_seed(1_000_003 * (self.updates_done + 1))
-        for epoch in range(algo.epochs):
-            ctx.extras["fill_old"] = fuse and epoch == 0
-            perm = torch.randperm(r, generator=gen) if n_mb > 1 else torch.arange(r)
-            for mb in perm.chunk(n_mb):
-                mb = mb.sort().values
-                weights = self.weights(mb, batch, ctx)
-                self.optimizer.zero_grad(set_to_none=True)
-                for start in range(0, len(mb), micro):
-                    rows = mb[start: start + micro]
-                    w = {k: v[start: start + micro] for k, v in weights.items()}
-                    loss = self._micro_loss(rows, w, batch, ctx, stats)
-                    loss.backward()
-                    tok = int(batch.valid[rows].sum())
-                    self.meter.add_train_step(self.n_policy, tok)
-                    if self.critic is not None:
-                        self.meter.add_train_step(self.n_critic, tok)
-                params = [p for g in self.optimizer.param_groups for p in g["params"]]
-                gn = torch.nn.utils.clip_grad_norm_(params, algo.max_grad_norm)
-                stats.setdefault("grad_norm", []).append(float(gn))
-                self.optimizer.step()
-        self.updates_done += 1
-        self.policy.eval()
-        gap = (ctx.old_logp - batch.behavior_logp).abs()
-        metrics["train/behavior_old_logp_gap"] = float(gap[act].mean()) if act.any() else 0.0
-        metrics["train/behavior_old_logp_gap_max"] = float(gap[act].max()) if act.any() else 0.0
-        stale = batch.policy_version[act]
-        metrics["train/sampler_version_lag"] = float(self.updates_done - 1 - stale.float().mean()) if stale.numel() else 0.0
-        metrics.update(self.finish(batch, ctx, stats))
-        for k, v in stats.items():
-            if not k.startswith("_"):
-                metrics[f"train/{k}"] = sum(v) / max(len(v), 1)
-        metrics["train/agg_weight_shift"] = agg_weight_shift(batch)
-        metrics["train/tokens"] = n_tokens
-        metrics["train/action_tokens"] = int(act.sum())
-        metrics["train/rows"] = r
-        metrics["train/update_seconds"] = time.perf_counter() - t0
-        return metrics
+    def _count(self, batch: Batch, rows: Tensor, train: bool, model: PolicyModel | None = None,
+               with_critic: bool = True) -> None:
+        """Add the analytic FLOPs (``algos.compute``) of a forward (``train=False``) or a
+        forward + backward of ``rows`` through ``model`` (default the policy) and the critic."""
+        lengths = batch.valid[rows].sum(1)
+        tokens = int(lengths.sum())
+        add = self.meter.add_train_step if train else self.meter.add_forward
+        model = self.policy if model is None else model
+        add(count_params(model) if model is not self.policy else self.n_policy, tokens,
+            attention_flops(model.shape.n_layers, model.shape.d_model, lengths))
+        if with_critic and self.critic is not None:
+            add(self.n_critic, tokens, attention_flops(self.critic.shape.n_layers, self.critic.shape.d_model, lengths))
 
-    def _micro_loss(self, rows, weights: dict, batch: Batch, ctx: UpdateContext, stats: dict) -> torch.Tensor:
+    def _slice_loss(self, rows: Tensor, w: dict[str, Tensor], batch: Batch, inputs: UpdateInputs, adv: Advantages,
+                    stats: UpdateStats, frozen: bool, fill_old: bool, fitted: Tensor | None) -> Tensor:
+        """The loss of one micro-batch ``rows`` (its share of the optimizer step's loss)."""
         algo = self.algo
-        w = weights["policy"]
         tokens = batch.tokens[rows]
-        out = self.forward(tokens, detach_value=self.policy_loss_coef() == 0.0)
-        logp, ent = shift_logprobs_entropy(out["logits"], tokens, self.temperature, entropy_grad=bool(algo.entropy_coef))
-        if ctx.extras.get("fill_old"):
-            ctx.old_logp[rows] = logp.detach()  # the old weights' log-probs (no step taken yet)
-        mask = ctx.loss_mask[rows]
-        m = mask > 0
-        old = ctx.old_logp[rows]
-        behavior = batch.behavior_logp[rows]
-        adv = ctx.extras["advantages"][rows]
-        base = behavior if algo.off_policy_correction == "behavior-as-old" else old
-        log_ratio = torch.where(m, logp - base, torch.zeros_like(logp))
-        if algo.ratio == "token":
-            ratio = token_ratios(torch.where(m, logp, base), base)
-        else:
-            ratio = sequence_ratios(logp, base, m, length_normalized=algo.ratio == "sequence-norm")[:, None]
-            ratio = ratio.expand_as(logp)
-        pg, clipped = ppo_clip_loss(ratio, adv, algo.clip_low, algo.clip_high, algo.dual_clip)
-        if algo.off_policy_correction == "decoupled":
-            is_w = torch.exp(old - behavior).clamp(max=algo.is_cap).detach()
-            is_w = torch.where(m, is_w, torch.ones_like(is_w))
+        out = self.forward(tokens, detach_value=frozen)
+        logp, ent = shift_logprobs_entropy(out["logits"], tokens, self.temperature,
+                                           entropy_grad=bool(algo.entropy_coef) and not frozen)
+        if fill_old:
+            inputs.old_logp[rows] = logp.detach()  # the old weights' log-probs (no step taken yet)
+        m = inputs.loss_mask[rows] > 0
+        base, is_w = self._correction(inputs.old_logp[rows], batch.behavior_logp[rows], m, algo.is_cap)
+        ratio = self._ratio(logp, base, m)
+        pg, clipped = ppo_clip_loss(ratio, adv.tokens[rows], algo.clip_low, algo.clip_high, algo.dual_clip)
+        if is_w is not None:
             pg = pg * is_w
-            stats.setdefault("is_weight", []).append(float(masked_mean(is_w, m)) if m.any() else 1.0)
-        pg = torch.where(m, pg, torch.zeros_like(pg))
-        pg_loss = aggregate(pg, w)
-        loss = self.policy_loss_coef() * pg_loss
-        stats.setdefault("policy_loss", []).append(pg_loss.item())
-        if m.any():
-            stats.setdefault("clip_frac", []).append(clip_fraction(clipped, m))
-            stats.setdefault("ratio_mean", []).append(float(masked_mean(ratio.detach(), m)))
-            # k3 estimate of KL(pi_old || pi_new) on the sampled tokens
-            stats.setdefault("approx_kl", []).append(
-                float(masked_mean(torch.expm1(-log_ratio.detach()) + log_ratio.detach(), m)))
-        if m.any():
-            stats.setdefault("entropy", []).append(float(masked_mean(ent.detach(), m)))
+            stats.tokens("is_weight", is_w, m)
+        pg_loss = aggregate(torch.where(m, pg, torch.zeros_like(pg)), w["policy"])
+        stats.step_part("policy_loss", pg_loss.item())
+        stats.tokens("clip_frac", clipped.float(), m)
+        stats.tokens("ratio_mean", ratio, m)
+        stats.tokens("approx_kl", approx_kl(torch.where(m, logp, base).detach(), base), m)
+        stats.tokens("entropy", ent, m)
+        policy_terms = pg_loss
         if algo.entropy_coef:
-            loss = loss - algo.entropy_coef * aggregate(torch.where(m, ent, torch.zeros_like(ent)), w)
-        if ctx.ref_logp is not None:
-            kl = kl_estimate(logp, ctx.ref_logp[rows], algo.kl_kind)
+            policy_terms = policy_terms - algo.entropy_coef * aggregate(torch.where(m, ent, torch.zeros_like(ent)), w["policy"])
+        if inputs.ref_logp is not None:
+            kl = kl_estimate(logp, inputs.ref_logp[rows], algo.kl_kind)
             kl = torch.where(m, kl, torch.zeros_like(kl))
+            stats.tokens("kl_ref", kl, m)
             if algo.kl_coef:
-                loss = loss + algo.kl_coef * aggregate(kl, w)
-            if m.any():
-                stats.setdefault("kl_ref", []).append(float(masked_mean(kl.detach(), m)))
-        extra = self.extra_loss(rows, batch, ctx, out, weights, stats)
-        if extra is not None:
-            loss = loss + extra
+                policy_terms = policy_terms + algo.kl_coef * aggregate(kl, w["policy"])
+        # frozen (critic warm-up): no policy term at all, so the policy gets no gradient (None)
+        loss = torch.zeros(()) if frozen else policy_terms
+        crit = self.critic_loss(rows, out["values"], adv, w)
+        if crit is not None:
+            term, logged = crit
+            loss = loss + term
+            stats.step_part("value_loss", logged)
+        if fitted is not None and out["values"] is not None:
+            fitted[rows] = shift_values(out["values"].detach())
         return loss
 
     # ----- checkpointing ----------------------------------------------------------------------
@@ -314,27 +422,6 @@ def agg_weight_shift(batch: Batch) -> float:
     return 0.5 * float((per_tok - per_task).abs().sum())
 
 
-TRAINERS: dict[str, type[Trainer]] = {}
-
-
-def register(name: str):
-    def deco(cls):
-        cls.name = name
-        TRAINERS[name] = cls
-        return cls
-
-    return deco
-
-
-def make_trainer(name: str, *args, **kwargs) -> Trainer:
-    import algos.grpo  # noqa: F401  (registration)
-    import algos.ppo  # noqa: F401
-
-    if name not in TRAINERS:
-        raise ValueError(f"algo {name!r} unknown; allowed: {', '.join(sorted(TRAINERS))}")
-    return TRAINERS[name](*args, **kwargs)
-
-
 def frozen_copy(model: PolicyModel) -> PolicyModel:
     """A separate, frozen copy (the KL reference model)."""
     ref = copy.deepcopy(model)
@@ -344,5 +431,5 @@ def frozen_copy(model: PolicyModel) -> PolicyModel:
     return ref
 
 
-__all__ = ["OFF_POLICY_CORRECTIONS", "RATIO_KINDS", "TRAINERS", "Trainer", "UpdateContext",
-           "frozen_copy", "make_trainer", "register"]
+__all__ = ["Advantages", "LR_SCHEDULES", "OFF_POLICY_CORRECTIONS", "RATIO_KINDS", "TRAINERS", "Trainer",
+           "UpdateInputs", "UpdateRecord", "UpdateStats", "agg_weight_shift", "frozen_copy", "make_trainer", "register"]

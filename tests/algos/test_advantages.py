@@ -127,6 +127,14 @@ def test_group_advantages_bad_arguments(kwargs, match):
         group_advantages(**args)
 
 
+def test_group_std_of_tiny_deviations_does_not_underflow():
+    """Rewards 0 and 2.2e-309 (subnormal): the deviations +-1.1e-309 square to 0 in float64, which
+    gave std 0 and A = +-inf at eps 0 (found by the loop-reference property below). The scaled
+    std keeps A = +-1 (mean 1.1e-309, population std 1.1e-309)."""
+    adv = group_advantages(torch.tensor([0.0, 2.225073858507203e-309], dtype=F64), torch.tensor([0, 0]), eps=0.0)
+    assert adv.tolist() == pytest.approx([-1.0, 1.0], rel=1e-6)
+
+
 # ------------------------------------------------------------------ group advantages: properties
 
 quarter = st.integers(-16, 16).map(lambda k: k / 4)  # exact in binary floating point

@@ -3,13 +3,22 @@
 import pytest
 
 from algos.batch import Trajectory
-from algos.compute import Budget, ComputeMeter, forward_flops, train_step_flops
+from algos.compute import Budget, ComputeMeter, attention_flops, forward_flops, train_step_flops
 
 
 def test_flops_formula():
     # forward 2 * N * tokens; forward + backward 6 * N * tokens
     assert forward_flops(1000, 10) == 20_000
     assert train_step_flops(1000, 10) == 60_000
+    # attention scores, causal: 2 * n_layers * d_model * sum_r T (T + 1)
+    # 2 layers, d 64, rows of 3 and 1 tokens: 2 * 2 * 64 * (3*4 + 1*2) = 256 * 14 = 3584
+    assert attention_flops(2, 64, [3, 1]) == 3584
+    # the same by counting: per layer, query t meets t + 1 keys, 2*d FLOPs for QK and 2*d for AV
+    assert attention_flops(2, 64, [3, 1]) == sum(2 * 4 * 64 * (t + 1) for T in (3, 1) for t in range(T))
+    assert forward_flops(1000, 10, attention=3584) == 20_000 + 3584
+    assert train_step_flops(1000, 10, attention=3584) == 60_000 + 3 * 3584
+    with pytest.raises(ValueError, match=r"row_lengths must be >= 0, got \[3, -1\]"):
+        attention_flops(2, 64, [3, -1])
 
 
 def test_meter_counts_trajectories_and_train_steps():
@@ -45,8 +54,9 @@ def test_budget_stops_at_equal_cost():
 
 def test_trainer_counts_analytic_flops():
     """GRPO (1 epoch, 1 minibatch): the old log-probs come from the training forward, so
-    FLOPs = 6 * N * tokens. PPO (separate critic, 2 epochs): old pass 2 * (N + Nc) * tokens plus
-    2 x 6 * (N + Nc) * tokens."""
+    FLOPs = 6 * N * tokens + 3 * A. PPO (separate critic, 2 epochs): old pass
+    2 * (N + Nc) * tokens + 2 A plus 2 x (6 * (N + Nc) * tokens + 3 * 2 A); A = the attention
+    term of one model over the two rows (6 and 5 tokens, 1 layer, d 16): 2 * 16 * (42 + 30) = 2304."""
     import torch
 
     from algos.batch import ContextBuilder, collate
@@ -73,9 +83,16 @@ def test_trainer_counts_analytic_flops():
     torch.manual_seed(0)
     policy, critic = PolicyModel(shape), ValueModel(shape)
     n, nc = count_params(policy), count_params(critic)
+    a = 2 * 1 * 16 * (6 * 7 + 5 * 6)
+    assert a == 2304
     grpo = make_trainer("grpo", AlgoConfig(name="grpo", epochs=1, minibatches=1), policy)
     grpo.update([win, loss])
-    assert grpo.meter.train_flops == 6 * n * tokens
+    assert grpo.meter.train_flops == 6 * n * tokens + 3 * a
     ppo = make_trainer("ppo", AlgoConfig(name="ppo", epochs=2, minibatches=1), policy, critic)
     ppo.update([win, loss])
-    assert ppo.meter.train_flops == 2 * (n + nc) * tokens + 2 * 6 * (n + nc) * tokens
+    assert ppo.meter.train_flops == 2 * (n + nc) * tokens + 2 * a + 2 * (6 * (n + nc) * tokens + 3 * 2 * a)
+    # a KL reference adds one forward of its own: 2 * N * tokens + A
+    ref = make_trainer("grpo", AlgoConfig(name="grpo", epochs=1, minibatches=1, kl_coef=0.1), policy,
+                       reference=PolicyModel(shape))
+    ref.update([win, loss])
+    assert ref.meter.train_flops == 6 * n * tokens + 3 * a + 2 * n * tokens + a

@@ -2,6 +2,7 @@
 every action token, masking, dynamic sampling, observation tokens out of the loss."""
 
 import copy
+import dataclasses
 
 import pytest
 
@@ -11,7 +12,7 @@ from algos.batch import collate
 from algos.grpo import GRPOTrainer, trajectory_advantages
 from algos.losses import aggregation_weights
 from algos.policy import PolicyModel, PolicyShape
-from algos.trainer import make_trainer
+from algos.trainer import UpdateInputs, make_trainer
 from experiments.config import AlgoConfig
 from synthetic_trajectories import make_traj
 
@@ -38,11 +39,11 @@ def test_segments_stay_one_group_member_with_equal_token_advantages():
     batch = collate([a, b])
     assert batch.num_rows == 9
     trainer = GRPOTrainer(algo(adv_eps=0.0), model())
-    from algos.trainer import UpdateContext
-
-    ctx = UpdateContext(old_logp=torch.zeros_like(batch.behavior_logp), ref_logp=None,
-                        loss_mask=batch.action_mask.clone(), traj_keep=torch.ones(2, dtype=torch.bool))
-    tok_adv = trainer.advantages(batch, ctx)
+    inputs = UpdateInputs(old_logp=torch.zeros_like(batch.behavior_logp), ref_logp=None,
+                          loss_mask=batch.action_mask.clone())
+    out = trainer.advantages(batch, inputs)
+    assert out.per_trajectory.tolist() == [1.0, -1.0]
+    tok_adv = out.tokens
     m = batch.action_mask > 0
     for row in range(9):
         expected = 1.0 if batch.row_traj[row] == 0 else -1.0
@@ -98,13 +99,24 @@ def test_all_same_group_has_zero_task_gradient_and_dynamic_sampling_drops_it():
     assert metrics["train/trajectories"] == 2
 
 
-def test_unmasking_observation_tokens_changes_the_loss():
-    """C8: env-written tokens have zero loss weight; putting them in the loss changes the update."""
+def test_loss_mask_is_the_action_mask_and_a_wrong_mask_changes_the_update():
+    """C8: env-written tokens have zero loss weight (prepare_batch's loss mask is the action mask);
+    putting them in the loss, built directly as a wrong UpdateInputs.loss_mask, changes the update."""
     trajs = [make_traj([2, 2], 1.0, seed=1), make_traj([3], 0.0, seed=2, obs_len=6)]
-    right, m_right = _update(copy.deepcopy(trajs))
-    wrong, m_wrong = _update(copy.deepcopy(trajs), loss_on_observations=True)
+    runs = {}
+    for wrong in (False, True):
+        m = model()
+        trainer = make_trainer("grpo", algo(), m)
+        batch, inputs = trainer.prepare_batch(copy.deepcopy(trajs))
+        assert torch.equal(inputs.loss_mask, batch.action_mask)
+        if wrong:  # every real token but the first enters the loss
+            inputs = dataclasses.replace(inputs, loss_mask=(batch.valid & (torch.arange(batch.tokens.shape[1]) > 0)).float())
+        adv = trainer.advantages(batch, inputs)
+        assert (adv.tokens[inputs.loss_mask == 0] == 0).all()
+        runs[wrong] = (m, trainer.optimize(batch, inputs, adv))
+    (right, m_right), (wrong_model, m_wrong) = runs[False], runs[True]
     assert m_right["train/policy_loss"] != m_wrong["train/policy_loss"]
-    assert any(not torch.equal(p, q) for p, q in zip(right.parameters(), wrong.parameters()))
+    assert any(not torch.equal(p, q) for p, q in zip(right.parameters(), wrong_model.parameters()))
 
 
 def test_kl_to_reference_gives_gradient_on_all_same_group():

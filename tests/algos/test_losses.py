@@ -12,7 +12,11 @@ from hypothesis import strategies as st
 from algos.losses import (
     AGGREGATION_MODES,
     KL_ESTIMATORS,
+    LOG_RATIO_CLAMP,
+    OFF_POLICY_CORRECTIONS,
+    RATIO_KINDS,
     aggregate,
+    approx_kl,
     aggregation_weights,
     kl_estimate,
     ppo_clip_loss,
@@ -60,13 +64,51 @@ def test_sequence_ratios_match_loop(data, b, t, normalized):
     mask = [data.draw(st.lists(st.booleans(), min_size=t, max_size=t)) for _ in range(b)]
     got = sequence_ratios(t64(new), t64(old), torch.tensor(mask), length_normalized=normalized)
     for i in range(b):
-        prod, n = 1.0, 0
+        total, n = 0.0, 0
         for j in range(t):
             if mask[i][j]:
-                prod *= math.exp(new[i][j] - old[i][j])
+                total += new[i][j] - old[i][j]
                 n += 1
-        expected = prod ** (1 / n) if (normalized and n) else prod
+        s = total / n if (normalized and n) else total
+        expected = math.exp(min(max(s, -LOG_RATIO_CLAMP), LOG_RATIO_CLAMP))  # the clamp at |s| = 20
         assert math.isclose(got[i].item(), expected, rel_tol=1e-9)
+
+
+def test_long_sequence_ratio_is_clamped_not_inf():
+    """Issue 9 #7: 200 tokens at log-ratio +0.5 sum to 100; exp(100) overflows float32 (max ~3.4e38
+    = exp(88.7)). The summed log-ratio is clamped to +-20 first: ratio exp(20), finite gradient."""
+    new = torch.full((1, 200), -1.0, requires_grad=True)
+    old = torch.full((1, 200), -1.5)
+    mask = torch.ones(1, 200, dtype=torch.bool)
+    ratio = sequence_ratios(new, old, mask)
+    assert torch.isfinite(ratio).all() and ratio.item() == pytest.approx(math.exp(20.0), rel=1e-5)
+    loss, clipped = ppo_clip_loss(ratio[:, None].expand(1, 200), torch.full((1, 200), -1.0))
+    loss.sum().backward()
+    assert torch.isfinite(loss).all() and torch.isfinite(new.grad).all()
+    assert torch.exp(torch.tensor(100.0)).isinf()  # what the unclamped product would have been
+    # below the bound nothing changes: 200 tokens at +0.05 -> exp(10)
+    assert sequence_ratios(old + 0.05, old, mask).item() == pytest.approx(math.exp(10.0), rel=1e-4)
+    assert token_ratios(t64([30.0, 1.0]), t64([0.0, 0.0])).tolist() == pytest.approx([math.exp(20.0), math.e])
+
+
+def test_ratio_kinds_and_off_policy_corrections():
+    old = t64([[0.5, 0.25, 0.5]]).log()
+    new = t64([[0.6, 0.2, 0.6]]).log()
+    behavior = t64([[0.25, 0.25, 0.1]]).log()
+    m = torch.tensor([[True, True, False]])
+    # token: 1.2, 0.8 on the mask, exactly 1 off it; sequence: 1.2 * 0.8 = 0.96 on every token;
+    # sequence-norm: sqrt(0.96) = 0.979796
+    assert torch.allclose(RATIO_KINDS["token"](new, old, m), t64([[1.2, 0.8, 1.0]]))
+    assert torch.allclose(RATIO_KINDS["sequence"](new, old, m), t64([[0.96] * 3]))
+    assert torch.allclose(RATIO_KINDS["sequence-norm"](new, old, m), t64([[0.96 ** 0.5] * 3]))
+    # decoupled: w = min(pi_old / pi_behavior, cap): 0.5 / 0.25 = 2 -> capped 1.5; 0.25 / 0.25 = 1;
+    # off the mask 1
+    base, w = OFF_POLICY_CORRECTIONS["decoupled"](old, behavior, m, 1.5)
+    assert torch.equal(base, old) and torch.allclose(w, t64([[1.5, 1.0, 1.0]]))
+    base, w = OFF_POLICY_CORRECTIONS["none"](old, behavior, m, 1.5)
+    assert torch.equal(base, old) and w is None
+    base, w = OFF_POLICY_CORRECTIONS["behavior-as-old"](old, behavior, m, 1.5)
+    assert torch.equal(base, behavior) and w is None
 
 
 def test_ratio_bad_arguments():
@@ -228,6 +270,37 @@ def test_k1_k3_unbiased_k2_k3_nonnegative(logits, data):
     for kind in ("k2", "k3"):
         assert (kl_estimate(logp, ref, kind) >= 0).all()
     assert set(KL_ESTIMATORS) == {"k1", "k2", "k3"}
+
+
+def test_approx_kl_numbers():
+    # pi_old 0.5, pi_new 0.25: r = 0.5, r - 1 - log r = 0.5 - 1 + 0.693147 = 0.193147
+    assert math.isclose(approx_kl(t64([math.log(0.25)]), t64([math.log(0.5)])).item(), 0.5 - 1 + math.log(2))
+    # the reversed form 1/r - 1 + log r would give 2 - 1 - 0.693147 = 0.306853
+    assert approx_kl(t64([-1.0]), t64([-1.0])).item() == 0.0
+
+
+@PROPERTY
+@given(logits=st.lists(st.floats(-3, 3), min_size=2, max_size=6), data=st.data())
+def test_approx_kl_expectation_is_the_exact_kl_old_new(logits, data):
+    """Issue 9 #3: E_{a ~ pi_old}[r - 1 - log r] = KL(pi_old || pi_new) exactly (by enumeration of a
+    small categorical), and every term is >= 0."""
+    new_logits = data.draw(st.lists(st.floats(-3, 3), min_size=len(logits), max_size=len(logits)))
+    old, new = torch.log_softmax(t64(logits), 0), torch.log_softmax(t64(new_logits), 0)
+    p_old = old.exp()
+    exact = float((p_old * (old - new)).sum())  # KL(pi_old || pi_new)
+    assert math.isclose(float((p_old * approx_kl(new, old)).sum()), exact, abs_tol=1e-9)
+    assert (approx_kl(new, old) >= 0).all()
+
+
+def test_sampled_approx_kl_matches_the_exact_kl():
+    """The Monte Carlo mean over 200k samples of pi_old is within 3 standard errors of the KL."""
+    old = torch.log(t64([0.5, 0.3, 0.2]))
+    new = torch.log(t64([0.2, 0.3, 0.5]))
+    exact = float((old.exp() * (old - new)).sum())  # 0.3 ln 1 + (0.5 - 0.2) ln 2.5 = 0.274887
+    assert exact == pytest.approx(0.3 * math.log(2.5), abs=1e-12)
+    a = torch.multinomial(old.exp(), 200_000, replacement=True, generator=torch.Generator().manual_seed(0))
+    k = approx_kl(new[a], old[a])
+    assert abs(float(k.mean()) - exact) < 3 * float(k.std()) / math.sqrt(len(k))
 
 
 # ------------------------------------------------------------------ aggregation

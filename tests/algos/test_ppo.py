@@ -5,12 +5,14 @@ import copy
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from algos.batch import ContextBuilder, Trajectory, collate
 from algos.policy import PolicyModel, PolicyShape, ValueModel
-from algos.ppo import gae_layout
+from algos.ppo import gae_layout, on_sampled_tokens
 from algos.advantages import gae
-from algos.trainer import make_trainer
+from algos.trainer import frozen_copy, make_trainer
 from experiments.config import AlgoConfig
 from synthetic_trajectories import EOS, make_traj
 
@@ -51,25 +53,36 @@ def test_gae_bootstraps_across_compression_from_the_compressed_context():
     """C16/C17 numbers: reward 0, V(s)=0.6, V(s')=0.8, gamma 0.9.
     continuing: delta = 0 + 0.9 * 0.8 - 0.6 = +0.12; mislabelled terminal: delta = 0 - 0.6 = -0.6."""
     batch = collate([compressed_traj()])
-    lay = gae_layout(batch, raw_values(), "token", compression_as_terminal=False)
-    assert lay["mask"].tolist() == [[True, True]]
-    torch.testing.assert_close(lay["values"], torch.tensor([[0.6, 0.8]]))
-    torch.testing.assert_close(lay["next_values"], torch.tensor([[0.8, 0.0]]))  # V(compressed ctx), then terminal
-    assert lay["terminated"].tolist() == [[False, True]] and lay["truncated"].tolist() == [[False, False]]
-    adv, ret = gae(lay["rewards"], lay["values"], lay["next_values"], lay["terminated"], lay["truncated"],
-                   gamma=0.9, lam=0.0, mask=lay["mask"])
+    lay = gae_layout(batch, raw_values(), "token")
+    assert lay.mask.tolist() == [[True, True]]
+    torch.testing.assert_close(lay.values, torch.tensor([[0.6, 0.8]]))
+    torch.testing.assert_close(lay.next_values, torch.tensor([[0.8, 0.0]]))  # V(compressed ctx), then terminal
+    assert lay.terminated.tolist() == [[False, True]] and lay.truncated.tolist() == [[False, False]]
+    adv, ret = gae(lay.rewards, lay.values, lay.next_values, lay.terminated, lay.truncated,
+                   gamma=0.9, lam=0.0, mask=lay.mask)
     # segment 1: delta = 1 - 0.8 = 0.2
     torch.testing.assert_close(adv, torch.tensor([[0.12, 0.2]]))
     # lam = 1: the recursion continues into the next segment: 0.12 + 0.9 * 0.2 = 0.30
-    adv1, _ = gae(lay["rewards"], lay["values"], lay["next_values"], lay["terminated"], lay["truncated"],
-                  gamma=0.9, lam=1.0, mask=lay["mask"])
+    adv1, _ = gae(lay.rewards, lay.values, lay.next_values, lay.terminated, lay.truncated,
+                  gamma=0.9, lam=1.0, mask=lay.mask)
     torch.testing.assert_close(adv1, torch.tensor([[0.30, 0.2]]))
 
-    wrong = gae_layout(batch, raw_values(), "token", compression_as_terminal=True)
-    assert wrong["terminated"].tolist() == [[True, True]]
-    adv_w, _ = gae(wrong["rewards"], wrong["values"], wrong["next_values"], wrong["terminated"],
-                   wrong["truncated"], gamma=0.9, lam=0.0, mask=wrong["mask"])
+    # the C17 failure mode, built directly: the compression boundary (point 0) labelled terminal
+    wrong_terminated = lay.terminated.clone()
+    wrong_terminated[0, 0] = True
+    adv_w, _ = gae(lay.rewards, lay.values, lay.next_values, wrong_terminated, lay.truncated,
+                   gamma=0.9, lam=0.0, mask=lay.mask)
     torch.testing.assert_close(adv_w, torch.tensor([[-0.6, 0.2]]))  # sign flipped: +0.12 -> -0.6
+
+
+def test_points_are_numbered_per_trajectory_across_its_segments():
+    """Two trajectories of 2 segments each (rows 0-1 and 2-3), one action at index 3 per segment:
+    the owner index restarts at 0 for the second trajectory and continues across a compression."""
+    batch = collate([compressed_traj(), compressed_traj()])
+    lay = gae_layout(batch, torch.zeros(4, 6), "token")
+    assert batch.row_traj.tolist() == [0, 0, 1, 1]
+    assert lay.owner[:, 3].tolist() == [0, 1, 0, 1]
+    assert lay.rows.tolist() == [[0, 1], [2, 3]] and lay.cols.tolist() == [[3, 3], [3, 3]]
 
 
 def test_truncation_bootstraps_from_next_state_value():
@@ -77,10 +90,10 @@ def test_truncation_bootstraps_from_next_state_value():
     batch = collate([compressed_traj("truncated")])
     assert batch.bootstrap_index.tolist() == [-1, 5]
     lay = gae_layout(batch, raw_values(), "token")
-    assert lay["truncated"].tolist() == [[False, True]] and lay["terminated"].tolist() == [[False, False]]
-    torch.testing.assert_close(lay["next_values"], torch.tensor([[0.8, 0.5]]))
-    adv, _ = gae(lay["rewards"], lay["values"], lay["next_values"], lay["terminated"], lay["truncated"],
-                 gamma=0.9, lam=0.0, mask=lay["mask"])
+    assert lay.truncated.tolist() == [[False, True]] and lay.terminated.tolist() == [[False, False]]
+    torch.testing.assert_close(lay.next_values, torch.tensor([[0.8, 0.5]]))
+    adv, _ = gae(lay.rewards, lay.values, lay.next_values, lay.terminated, lay.truncated,
+                 gamma=0.9, lam=0.0, mask=lay.mask)
     torch.testing.assert_close(adv, torch.tensor([[0.12, 0.65]]))
 
 
@@ -100,12 +113,71 @@ def test_turn_level_layout_one_point_per_tool_call():
     batch = collate([Trajectory(segments=b.segments, terminated=True)])
     raw = torch.arange(11, dtype=torch.float32)[None] / 10  # V at position p = p / 10
     lay = gae_layout(batch, raw, "turn")
-    assert lay["cols"][0].tolist() == [3, 8]
-    torch.testing.assert_close(lay["values"], torch.tensor([[0.2, 0.7]]))
-    torch.testing.assert_close(lay["rewards"], torch.tensor([[0.25, 1.0]]))
-    torch.testing.assert_close(lay["next_values"], torch.tensor([[0.7, 0.0]]))
+    assert lay.cols[0].tolist() == [3, 8]
+    torch.testing.assert_close(lay.values, torch.tensor([[0.2, 0.7]]))
+    torch.testing.assert_close(lay.rewards, torch.tensor([[0.25, 1.0]]))
+    torch.testing.assert_close(lay.next_values, torch.tensor([[0.7, 0.0]]))
+    # every sampled token belongs to its turn's point: tokens 3..5 -> point 0, 8..10 -> point 1
+    assert lay.owner[0].tolist() == [-1, -1, -1, 0, 0, 0, -1, -1, 1, 1, 1]
+    # a point's advantage reaches all of its turn's tokens
+    tok_adv = on_sampled_tokens(torch.tensor([[0.5, -2.0]]), lay, batch)
+    assert tok_adv[0].tolist() == [0, 0, 0, 0.5, 0.5, 0.5, 0, 0, -2.0, -2.0, -2.0]
     tok = gae_layout(batch, raw, "token")
-    assert tok["mask"].sum() == 6 and tok["rewards"][0, 2] == 0.25 and tok["rewards"][0, 5] == 1.0
+    assert tok.mask.sum() == 6 and tok.rewards[0, 2] == 0.25 and tok.rewards[0, 5] == 1.0
+    assert tok.owner[0].tolist() == [-1, -1, -1, 0, 1, 2, -1, -1, 3, 4, 5]
+
+
+def _random_traj(spec):
+    """``spec``: segments, each a list of turns ``(n_words, capped, reward)``; a capped turn gets
+    an env-written EOS after its words."""
+    b = ContextBuilder(max_len=256)
+    for k, turns in enumerate(spec):
+        b.start_segment([10 + k], "reset" if k == 0 else "compression")
+        for j, (n_words, capped, reward) in enumerate(turns):
+            for w in range(n_words):
+                b.add_sampled(20 + w, 0.0, 0)
+            if not capped:
+                b.add_sampled(EOS, 0.0, 0)
+            b.end_action(capped).reward = reward
+            if j < len(turns) - 1:
+                b.add_observation([12, 13])
+        b.seg.end = "compressed"
+    b.seg.end = "terminated"
+    return Trajectory(segments=b.segments, terminated=True)
+
+
+TURN = st.tuples(st.integers(1, 3), st.booleans(), st.sampled_from([0.0, 0.25, 1.0]))
+TRAJ = st.lists(st.lists(TURN, min_size=1, max_size=3), min_size=1, max_size=3)
+
+
+@settings(max_examples=25, deadline=None)
+@given(specs=st.lists(TRAJ, min_size=1, max_size=3))
+def test_layout_owners_and_rewards_match_a_loop_over_turns(specs):
+    """Vectorized decision-point bookkeeping vs a loop over each trajectory's segments and turns:
+    turn level numbers the turns, token level the sampled tokens; the turn's reward sits on the
+    point owning its last sampled token."""
+    trajs = [_random_traj(spec) for spec in specs]
+    batch = collate(trajs)
+    for level in ("token", "turn"):
+        lay = gae_layout(batch, torch.zeros(batch.tokens.shape), level)
+        owner = torch.full(batch.tokens.shape, -1, dtype=torch.long)
+        rewards = torch.zeros(lay.mask.shape)
+        row = 0
+        for i, tr in enumerate(trajs):
+            k = -1
+            for seg in tr.segments:
+                for turn in seg.turns:
+                    if level == "turn":
+                        k += 1
+                    for t in range(turn.start, turn.end + 1):
+                        if level == "token":
+                            k += 1
+                        owner[row, t] = k
+                    rewards[i, k] += turn.reward
+                row += 1
+            assert int(lay.mask[i].sum()) == k + 1
+        assert torch.equal(lay.owner, owner), level
+        torch.testing.assert_close(lay.rewards, rewards)
 
 
 def _algo(**kw):
@@ -137,17 +209,25 @@ def test_ppo_update_changes_policy_and_reports_critic_diagnostics(critic):
     assert trainer.meter.train_flops > 0
 
 
-def test_value_warmup_trains_only_the_critic():
-    policy, _ = _models("head")
+@pytest.mark.parametrize("critic", ["head", "separate"])
+def test_value_warmup_trains_only_the_critic(critic):
+    """Issue 9 #2: during the warm-up no policy term moves the policy: not the clipped loss, not an
+    entropy bonus, not a k1 KL (whose gradient is non-zero even at pi = ref), not weight decay."""
+    policy, value = _models(critic)
     before = copy.deepcopy(policy)
-    trainer = make_trainer("ppo", _algo(value_warmup_updates=1), policy)
-    trainer.update(_trajs())
+    algo = _algo(value_warmup_updates=1, entropy_coef=0.1, kl_coef=0.5, kl_kind="k1", weight_decay=0.1)
+    trainer = make_trainer("ppo", algo, policy, value, reference=frozen_copy(policy))
+    metrics = trainer.update(_trajs())
+    assert metrics["train/policy_frozen"] == 1.0 and metrics["train/value_loss"] > 0
     for (name, p), q in zip(policy.named_parameters(), before.parameters()):
         if name.startswith("value_head"):
             assert not torch.equal(p, q)
         else:
             assert torch.equal(p, q), name
-    trainer.update(_trajs())  # warm-up over: the policy moves
+    if value is not None:
+        assert metrics["train/grad_norm"] > 0  # the separate critic trained
+    metrics = trainer.update(_trajs())  # warm-up over: the policy moves
+    assert metrics["train/policy_frozen"] == 0.0
     assert not torch.equal(policy.lm_head.weight, before.lm_head.weight)
 
 

@@ -119,6 +119,44 @@ def test_context_limit_truncates_as_token_budget_with_bootstrap_state():
             assert s.end == "truncated" and s.tokens[s.bootstrap_index] == TOK.sep_id
 
 
+def _fed_tokens(trace) -> int:
+    """Tokens the model actually read: every prefill's and decode's fed lengths."""
+    return sum(int(lens.sum()) for kind, _, lens, _ in trace if kind in ("prefill", "decode"))
+
+
+def _check_counts_what_was_read(model, trajs, trace):
+    # the model read every observation token counted and every sampled token but each segment's
+    # last one (sampled, then the episode ended or a new segment began)
+    assert _fed_tokens(trace) == sum(t.observation_tokens + t.generated_tokens - len(t.segments) for t in trajs)
+
+
+def test_observation_tokens_count_what_the_model_read_at_a_truncation():
+    """Issue 9 #6: a token-budget truncation lays out the final observation + [SEP] for the critic's
+    V(next state) but never feeds it; observation_tokens leaves it out (and a final forced EOS)."""
+    model = _policy(max_len=48)
+    engine = RolloutEngine(LH, num_envs=2, max_len=48, max_action_tokens=4, env_kwargs=dict(n_stages=2, n_approaches=2, verbose=8))
+    trace: list = []
+    trajs = engine.collect(model, make_requests(1, 2, seed=0, task_indices=[0]), generator=torch.Generator().manual_seed(0),
+                           trace=trace)
+    assert all(t.segments[-1].end == "truncated" for t in trajs)
+    _check_counts_what_was_read(model, trajs, trace)
+    for t in trajs:
+        s = t.segments[-1]
+        laid_out = len(s.tokens) - s.n_sampled
+        unread = len(s.tokens) - s.turns[-1].end  # the last sampled token and what follows it
+        assert t.observation_tokens == laid_out - (unread - 1) < laid_out
+
+
+def test_observation_tokens_count_what_the_model_read_across_compressions(cloned_policy):
+    comp = dict(strategy="recent", trigger="turns", every_turns=2, budget_tokens=64)
+    engine = RolloutEngine(LH, num_envs=4, max_len=256, max_action_tokens=6, env_kwargs=LH_KW, compression=comp)
+    trace: list = []
+    trajs = engine.collect(cloned_policy, make_requests(2, 2, seed=0, task_indices=[0, 1]),
+                           generator=torch.Generator().manual_seed(0), trace=trace)
+    assert any(len(t.segments) > 1 for t in trajs)
+    _check_counts_what_was_read(cloned_policy, trajs, trace)
+
+
 def test_demo_uses_the_same_layout_as_rollouts():
     import envs
     from envs.long_horizon_agents import OracleAgent
