@@ -157,7 +157,7 @@ def policy_loss_at_old(view: UpdateView, loss_mask: torch.Tensor, algo) -> tuple
     pg = torch.where(m, pg, torch.zeros_like(pg))
     loss = aggregate(pg, aggregation_weights(loss_mask, algo.loss_agg, traj_ids=batch.row_traj))
     (grad,) = torch.autograd.grad(loss, logp)
-    return float(loss), int((grad[env_written(batch)] != 0).sum())
+    return float(loss.detach()), int((grad[env_written(batch)] != 0).sum())
 
 
 def measure_c8(seed: int = 8) -> dict:
