@@ -1,4 +1,4 @@
-"""experiments/report.py on fixture run directories that follow docs/interfaces.md exactly.
+"""experiments/report/ (the package) on fixture run directories that follow docs/interfaces.md exactly.
 
 The numbers are hand-chosen so the table values and the confidence-interval arithmetic can be
 checked by hand (the arithmetic is in the comments).
@@ -123,7 +123,11 @@ def test_t_critical_matches_tables():
     assert R.t_critical(5) == pytest.approx(2.776, abs=1e-3)
     assert R.t_critical(10) == pytest.approx(2.262, abs=1e-3)
     # Large df tends to the normal 1.95996.
-    assert R.t_quantile(0.975, 1e6) == pytest.approx(1.95996, abs=1e-4)
+    assert R.t_critical(10**6) == pytest.approx(1.95996, abs=1e-4)
+    # 90%: df=4 2.132
+    assert R.t_critical(5, confidence=0.9) == pytest.approx(2.132, abs=1e-3)
+    with pytest.raises(ValueError, match="n >= 2"):
+        R.t_critical(1)
 
 
 def test_mean_ci_hand_arithmetic():
