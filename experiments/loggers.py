@@ -53,13 +53,10 @@ def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any
 
     An OmegaConf ``DictConfig`` is resolved to plain containers first.
     """
-    try:
-        from omegaconf import DictConfig, OmegaConf
+    from omegaconf import DictConfig, OmegaConf
 
-        if isinstance(config, DictConfig):
-            config = OmegaConf.to_container(config, resolve=True)
-    except ImportError:  # pragma: no cover - hydra-core is a dependency
-        pass
+    if isinstance(config, DictConfig):
+        config = OmegaConf.to_container(config, resolve=True)
     flat: dict[str, Any] = {}
     for key, value in config.items():
         full = f"{prefix}{key}"
@@ -92,20 +89,14 @@ class Logger:
     def finish(self) -> None:
         raise NotImplementedError
 
-    def __enter__(self) -> "Logger":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.finish()
-
 
 class NoneLogger(Logger):
     """Accepts every call and records nothing (``logger=none``)."""
 
     kind = "none"
 
-    def __init__(self, run_dir: str | Path | None = None, **_: Any) -> None:
-        self.run_dir = Path(run_dir) if run_dir is not None else None
+    def __init__(self, **_: Any) -> None:
+        """Takes (and ignores) the keyword arguments every logger gets."""
 
     def define_x_axes(
         self, step_metric: str = "compute/rollouts", axes: Sequence[str] = COMPUTE_AXES
@@ -247,7 +238,7 @@ def make_logger(
     if kind not in LOGGERS:
         raise ValueError(f"unknown logger kind {kind!r}; allowed: {', '.join(sorted(LOGGERS))}")
     if kind == "none":
-        return NoneLogger(run_dir=run_dir)
+        return NoneLogger()
     return LOGGERS[kind](
         run_dir=run_dir, name=name, group=group, job_type=job_type, config=dict(config or {}), **kwargs
     )
