@@ -274,7 +274,7 @@ def c13_text(m: dict) -> str:
     return (f"LongHorizon task {m['task_index']} + compression every 2 turns: oracle {good['turns']} turns -> "
             f"{good['segments']} segments ({good['stop_reason']}, reward {good['reward']:g}), scripted failure "
             f"{bad['turns']} turns -> {bad['segments']} segments ({bad['stop_reason']}, reward {bad['reward']:g}); "
-            f"GRPO update: {m['rows']} rows, group-advantage input {m['group_inputs']} entries "
+            f"GRPO update: {m['rows']} rows, {m['group_inputs']} group members with advantages "
             f"{[round(a, 4) for a in m['trajectory_advantages']]} in {m['n_groups']} group; each trajectory's "
             f"segments share its advantage: {m['segments_share']}; task id / final reward / verified per trajectory: "
             f"{good['task_id']}: {good['reward']:g}/{good['verified']}, {bad['task_id']}: {bad['reward']:g}/{bad['verified']}")

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 import envs
+from algos.advantages import group_advantages
 from algos.batch import Batch, Trajectory
 from algos.policy import PolicyModel, build_models
 from algos.rollout import RolloutEngine, RolloutRequest, demo_to_trajectory
@@ -115,6 +116,15 @@ def rollout_batch(seed: int, tasks: int = 8, group_size: int = 8, version: int =
     return tuple(trajs)
 
 
+def outcome_advantages(trajectories: Sequence[Trajectory], std: str = "population", eps: float = 1e-6) -> torch.Tensor:
+    """``[N]`` float32 ``A_i = (r_i - mean_g r) / (std_g r + eps)`` of the trajectories' training
+    rewards grouped by ``group_id`` (``algos.advantages.group_advantages``): the reference the
+    GRPO measurements compare the trainer's token advantages with."""
+    rewards = torch.tensor([t.train_reward for t in trajectories], dtype=torch.float32)
+    groups = torch.tensor([t.group_id for t in trajectories], dtype=torch.long)
+    return group_advantages(rewards, groups, std=std, eps=eps)
+
+
 class ScriptAgent:
     """Plays a fixed list of actions, then ``fallback`` for every further turn."""
 
@@ -180,19 +190,18 @@ def train_run(algo: str, algo_fields: dict, budget: int, overrides: Sequence[tup
 class UpdateView:
     """What one real update used, for the measurements to inspect (``[R, T]`` unless noted).
 
-    ``old_logp``: the old log-probs recomputed at update time (the ratio's baseline);
-    ``loss_mask``: tokens that enter the policy loss; ``token_advantages``: the advantages the
-    loss used; ``trajectory_advantages`` ``[N]``: GRPO's per-trajectory group advantages (None
-    for PPO); ``old_values_raw``: PPO's critic output at every position before the update (None
-    for GRPO); ``gae_layout``: PPO's per-trajectory decision-point layout fed to ``gae``
-    (``rows, cols, mask, rewards, values, next_values, terminated, truncated``; None for GRPO)."""
+    ``metrics``: the update's metrics dict; ``batch``: the collated batch; ``old_logp``: the old
+    log-probs recomputed at update time (the ratio's baseline); ``loss_mask``: tokens that enter
+    the policy loss; ``token_advantages``: the advantages the loss used; ``old_values_raw``: PPO's
+    critic output at every position before the update (None for GRPO); ``gae_layout``: PPO's
+    per-trajectory decision-point layout fed to ``gae`` (``rows, cols, mask, rewards, values,
+    next_values, terminated, truncated``; None for GRPO)."""
 
     metrics: dict
     batch: Batch
     old_logp: torch.Tensor
     loss_mask: torch.Tensor
     token_advantages: torch.Tensor
-    trajectory_advantages: torch.Tensor | None = None
     old_values_raw: torch.Tensor | None = None
     gae_layout: dict | None = None
 
@@ -203,7 +212,10 @@ def run_update(trainer: Trainer, trajectories: list[Trajectory]) -> UpdateView:
     The ONLY place the claims read trainer internals: the instance's ``prepare`` hook is wrapped
     for the call to catch the collated batch and the update context (nothing else changes); the
     fields of :class:`UpdateView` are read from them after the update (GRPO fills ``old_logp`` in
-    place during epoch 0, before any step)."""
+    place during epoch 0, before any step). With the update split into typed steps this becomes
+    ``batch, inputs = trainer.prepare_batch(trajectories)``, ``adv = trainer.advantages(batch,
+    inputs)``, ``metrics = trainer.optimize(batch, inputs, adv)`` and the view's fields read from
+    ``inputs`` (old log-probs, loss mask) and ``adv`` (token advantages, old values, GAE layout)."""
     seen: dict = {}
     original = trainer.prepare
 
@@ -219,6 +231,5 @@ def run_update(trainer: Trainer, trajectories: list[Trajectory]) -> UpdateView:
     batch, ctx = seen["batch"], seen["ctx"]
     extras = ctx.extras
     return UpdateView(metrics=metrics, batch=batch, old_logp=ctx.old_logp, loss_mask=ctx.loss_mask,
-                      token_advantages=extras["advantages"],
-                      trajectory_advantages=extras.get("trajectory_advantages"),
-                      old_values_raw=extras.get("old_values_raw"), gae_layout=extras.get("layout"))
+                      token_advantages=extras["advantages"], old_values_raw=extras.get("old_values_raw"),
+                      gae_layout=extras.get("layout"))

@@ -9,7 +9,7 @@ import torch
 
 import envs
 from algos.advantages import group_mean_std
-from algos.batch import Trajectory
+from algos.batch import Batch, Trajectory
 from algos.metrics import binomial_confidence_interval, group_outcome_rates, mixed_group_probability
 from algos.rollout import RolloutRequest, make_requests
 from algos.trainer import make_trainer
@@ -19,6 +19,7 @@ from experiments.claims.common import (
     algo_config,
     collect,
     make_engine,
+    outcome_advantages,
     rollout_batch,
     run_update,
     scripted_trajectory,
@@ -97,6 +98,13 @@ def measure_c6(group_size: int = 8, n_groups: int = 120, task_index: int = 0, ha
 
 
 # -------------------------------------------------------------------------------------------- C12
+def trajectory_values(batch: Batch, token_advantages: torch.Tensor) -> list[torch.Tensor]:
+    """The advantages on each trajectory's action tokens (all its rows, in row order), one 1-D
+    tensor per trajectory of ``batch``."""
+    act = batch.action_mask > 0
+    return [token_advantages[(batch.row_traj == i)[:, None] & act] for i in range(len(batch.trajectories))]
+
+
 def measure_c12(task_index: int = 0) -> dict:
     """A 4-turn success and a 10-turn failure in one GRPO group (population std, eps 0).
 
@@ -104,9 +112,9 @@ def measure_c12(task_index: int = 0) -> dict:
     ``demo_to_trajectory``: a scripted agent that knows the fix (run tests, fix, run tests, submit)
     and one that lists files 9 times and submits. Both go through the real GRPO update. Returns per
     member (``win`` / ``lose``) its turns, stop reason, reward, verified score and action tokens;
-    the group ``mean`` / ``std`` (``group_mean_std``), the trainer's ``trajectory_advantages`` and
-    whether every action token carries its trajectory's value (``broadcast``) and every other token
-    0 (``env_tokens_zero``)."""
+    the group ``mean`` / ``std`` (``group_mean_std``), the advantage the trainer put on each
+    trajectory's first action token (``trajectory_advantages``) and whether every action token
+    carries its trajectory's value (``broadcast``) and every other token 0 (``env_tokens_zero``)."""
     start_model_info()
     env = envs.make(BUGFIX, difficulty="easy", faults=False)
     options = {"task_index": task_index, "split": "train"}
@@ -122,8 +130,8 @@ def measure_c12(task_index: int = 0) -> dict:
     act = batch.action_mask > 0
     rewards = torch.tensor([win.train_reward, lose.train_reward], dtype=torch.float64)
     mean, sd, _ = group_mean_std(rewards, torch.zeros(2, dtype=torch.long), std="population")
-    traj_adv = [float(a) for a in view.trajectory_advantages]
-    tok = [adv[(batch.row_traj == i)[:, None] & act] for i in range(2)]
+    tok = trajectory_values(batch, adv)
+    traj_adv = [float(t[0]) for t in tok]
     member = {name: {"turns": t.turns, "stop_reason": str(t.stop_reason), "reward": float(t.train_reward),
                      "verified": t.verified, "action_tokens": int(tok[i].numel())}
               for i, (name, t) in enumerate((("win", win), ("lose", lose)))}
@@ -146,9 +154,10 @@ def measure_c13(task_index: int = 0) -> dict:
     that reads the notes, tries wrong approaches, steps and submits a wrong key (reward 0), as real
     episodes laid out by ``demo_to_trajectory``; real GRPO update (eps 0). Returns per member
     (``good`` / ``bad``) turns, segments, stop reason, task id, reward and verified score; the
-    batch ``rows``, the length of the group-advantage input (``group_inputs``: one entry per
-    member), ``n_groups``, the ``trajectory_advantages`` and whether every row's action tokens
-    carry its trajectory's advantage (``segments_share``)."""
+    batch ``rows``, the trajectories the trainer's batch holds (``group_inputs``: the group
+    members its advantages are computed over), ``n_groups``, each trajectory's advantage (on its
+    first action token, ``trajectory_advantages``) and whether every row's action tokens carry
+    its trajectory's advantage (``segments_share``)."""
     start_model_info()
     from envs.long_horizon_agents import OracleAgent
 
@@ -167,18 +176,17 @@ def measure_c13(task_index: int = 0) -> dict:
                            start_policy())
     view = run_update(trainer, copy.deepcopy(members))
     batch, adv = view.batch, view.token_advantages
-    traj_adv = view.trajectory_advantages
+    traj_adv = [float(v[0]) for v in trajectory_values(batch, adv)]
     act = batch.action_mask > 0
     rates = group_outcome_rates(torch.tensor([t.train_reward for t in members]),
                                 torch.tensor([t.group_id for t in members]))
     row_values = [sorted({float(v) for v in adv[r][act[r]].tolist()}) for r in range(batch.num_rows)]
-    shares = all(row_values[r] == [float(traj_adv[int(batch.row_traj[r])])] for r in range(batch.num_rows))
+    shares = all(row_values[r] == [traj_adv[int(batch.row_traj[r])]] for r in range(batch.num_rows))
     member = {name: {"turns": t.turns, "segments": len(t.segments), "stop_reason": str(t.stop_reason),
                      "task_id": t.task_id, "reward": float(t.train_reward), "verified": t.verified}
               for name, t in (("good", good), ("bad", bad))}
-    return {"task_index": task_index, **member, "rows": batch.num_rows, "group_inputs": int(traj_adv.numel()),
-            "n_groups": int(rates["n_groups"]), "trajectory_advantages": [float(a) for a in traj_adv],
-            "segments_share": shares}
+    return {"task_index": task_index, **member, "rows": batch.num_rows, "group_inputs": len(batch.trajectories),
+            "n_groups": int(rates["n_groups"]), "trajectory_advantages": traj_adv, "segments_share": shares}
 
 
 # -------------------------------------------------------------------------------------------- C14
@@ -187,24 +195,24 @@ def measure_c14(seed: int = 8) -> dict:
 
     Returns ``rollouts``, ``segments``, the min / max action tokens per trajectory, the largest
     spread of advantages among one trajectory's action tokens (``max_spread``), whether each
-    trajectory's value equals the trainer's per-trajectory advantage (``equal_to_trajectory``),
+    trajectory's value equals its group advantage computed independently from the rewards
+    (``outcome_advantages`` with the trainer's std / eps: ``equal_to_trajectory``),
     whether env-written tokens have 0 (``env_tokens_zero``), ``groups`` and ``mixed_groups``,
     whether in every mixed group every success is > 0 > every failure (``successes_above_failures``)
     and the values of the first mixed group (``example``)."""
     start_model_info()
     torch.set_num_threads(1)
     trajs = list(copy.deepcopy(rollout_batch(seed)))
-    trainer = make_trainer("grpo", algo_config("grpo", group_size=8, tasks_per_update=8), start_policy())
+    algo = algo_config("grpo", group_size=8, tasks_per_update=8)
+    trainer = make_trainer("grpo", algo, start_policy())
     view = run_update(trainer, trajs)
     batch, adv = view.batch, view.token_advantages
     act = batch.action_mask > 0
-    spreads, values, n_tok = [], [], []
-    for i in range(len(batch.trajectories)):
-        vals = adv[(batch.row_traj == i)[:, None] & act]
-        spreads.append(float(vals.max() - vals.min()))
-        values.append(float(vals[0]))
-        n_tok.append(int(vals.numel()))
-    per_traj = view.trajectory_advantages
+    per_traj = trajectory_values(batch, adv)
+    spreads = [float(v.max() - v.min()) for v in per_traj]
+    values = [float(v[0]) for v in per_traj]
+    n_tok = [int(v.numel()) for v in per_traj]
+    reference = outcome_advantages(batch.trajectories, algo.std, algo.adv_eps)
     groups: dict[int, list[int]] = {}
     for i, t in enumerate(batch.trajectories):
         groups.setdefault(t.group_id, []).append(i)
@@ -215,7 +223,7 @@ def measure_c14(seed: int = 8) -> dict:
         for g, ids in groups.items() if g in mixed)
     return {"rollouts": len(trajs), "segments": sum(len(t.segments) for t in trajs),
             "min_action_tokens": min(n_tok), "max_action_tokens": max(n_tok), "max_spread": max(spreads),
-            "equal_to_trajectory": all(abs(v - float(a)) < 1e-7 for v, a in zip(values, per_traj)),
+            "equal_to_trajectory": all(abs(v - float(a)) < 1e-6 for v, a in zip(values, reference)),
             "env_tokens_zero": bool((adv[~act] == 0).all()), "groups": len(groups), "mixed_groups": len(mixed),
             "successes_above_failures": above,
             "example": [values[i] for i in groups[mixed[0]]] if mixed else []}

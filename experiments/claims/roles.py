@@ -20,6 +20,7 @@ from experiments.claims.common import (
     claims_config,
     collect,
     make_engine,
+    outcome_advantages,
     rollout_batch,
     run_update,
     start_model_info,
@@ -145,13 +146,15 @@ def observation_mask(batch: Batch) -> torch.Tensor:
 
 def policy_loss_at_old(view: UpdateView, loss_mask: torch.Tensor, algo) -> tuple[float, int]:
     """The GRPO clipped policy loss of the update's first step (current = old log-probs, ratio 1)
-    with the trajectory advantages broadcast onto ``loss_mask``, aggregated with weights computed
+    with the trajectories' group advantages (:func:`outcome_advantages`, ``algo.std`` /
+    ``algo.adv_eps``) broadcast onto ``loss_mask``, aggregated with weights computed
     from ``loss_mask`` (``algo.loss_agg``), using ``algos.losses`` on tensors. Returns (loss, the
     number of env-written tokens whose log-prob gets a non-zero gradient)."""
     batch = view.batch
     m = loss_mask > 0
     logp = view.old_logp.detach().clone().requires_grad_(True)
-    adv = view.trajectory_advantages.to(logp.dtype)[batch.row_traj][:, None] * loss_mask
+    traj_adv = outcome_advantages(batch.trajectories, algo.std, algo.adv_eps).to(logp.dtype)
+    adv = traj_adv[batch.row_traj][:, None] * loss_mask
     ratio = token_ratios(torch.where(m, logp, logp.detach()), logp.detach())
     pg, _ = ppo_clip_loss(ratio, adv, algo.clip_low, algo.clip_high, algo.dual_clip)
     pg = torch.where(m, pg, torch.zeros_like(pg))
