@@ -4,7 +4,6 @@ observation, not action (C8)."""
 from __future__ import annotations
 
 import copy
-from collections import deque
 
 import torch
 
@@ -15,6 +14,7 @@ from algos.rollout import make_requests
 from algos.trainer import frozen_copy, make_trainer
 from experiments.claims.common import (
     TOK,
+    StaleSampler,
     UpdateView,
     algo_config,
     claims_config,
@@ -23,16 +23,13 @@ from experiments.claims.common import (
     outcome_advantages,
     rollout_batch,
     run_update,
+    snapshot,
     start_model_info,
     start_policy,
 )
 
 
 # --------------------------------------------------------------------------------------------- C7
-def _snapshot(model: PolicyModel) -> dict:
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
-
-
 def _max_change(model: PolicyModel, before: dict) -> float:
     return max(float((p - before[k]).abs().max()) for k, p in model.state_dict().items())
 
@@ -40,32 +37,26 @@ def _max_change(model: PolicyModel, before: dict) -> float:
 def _stale_updates(staleness: int, n_updates: int, seed: int = 7, tasks: int = 4, group_size: int = 8,
                    lr: float = 1e-3, kl_coef: float = 0.05) -> dict:
     """``n_updates`` GRPO updates of the warm-start policy with the sampler ``staleness`` updates
-    behind, composed as ``experiments/train.py``'s loop does (a sampler model loaded from the
-    snapshot ``staleness`` updates old; tokens tagged with its version), with a KL term to a
+    behind (:class:`StaleSampler`, tokens tagged with its version), with a KL term to a
     ``frozen_copy`` reference. Returns each update's (view, sampler version, trajectories), the
     models and how far the policy and the reference moved (max absolute parameter change)."""
     c = claims_config()
     policy = start_policy()
-    start = _snapshot(policy)
+    start = snapshot(policy)
     reference = frozen_copy(policy)
-    ref_before = _snapshot(reference)
+    ref_before = snapshot(reference)
     algo = algo_config("grpo", group_size=group_size, tasks_per_update=tasks, lr=lr, kl_coef=kl_coef)
     trainer = make_trainer("grpo", algo, policy, None, reference, c.rollout.temperature)
-    sampler = start_policy() if staleness > 0 else None
-    snapshots: deque = deque([_snapshot(policy)], maxlen=staleness + 1)
+    sampler = StaleSampler(policy, staleness)
     engine = make_engine(num_envs=tasks * group_size)
     updates = []
     for u in range(n_updates):
         reqs = make_requests(tasks, group_size, seed=seed * 1000 + u,
                              task_indices=[(u * tasks + i) % c.env.train_tasks for i in range(tasks)])
-        if sampler is not None:
-            sampler.load_state_dict(snapshots[0])
-            behavior, version = sampler, u - (len(snapshots) - 1)
-        else:
-            behavior, version = policy, u
+        behavior, version = sampler.behavior()
         trajs = collect(engine, behavior, reqs, seed * 1000 + u, version)
         view = run_update(trainer, trajs)
-        snapshots.append(_snapshot(policy))
+        sampler.after_update()
         updates.append({"view": view, "version": version, "trajs": trajs, "policy_version": trainer.updates_done - 1})
     engine.close()
     return {"updates": updates, "policy": policy, "reference": reference,
