@@ -1,47 +1,27 @@
 """One row per claim of CLAIMS.md: ID, what was checked, expected, measured, status.
 
 ``python -m experiments.reproduce_claims`` prints the table and exits 1 if any row is FAIL.
-Closed-form rows are computed with the project's own ``algos`` code (never a re-typed formula).
-Empirical rows need the environments / trainers / experiments and report PENDING until a later
-change replaces their ``check`` in ``CLAIMS``; they never print PASS without running anything.
-PENDING and OPTIONAL rows do not fail the run.
+
+A row is three parts: a measurement ``measure_cNN() -> dict`` of numbers (``experiments/claims/``:
+closed-form rows on hand-sized inputs through ``algos``, empirical rows on the real envs, rollout
+engine, trainers and training entry point), its criterion ``cNN_passes(m) -> bool`` and the text
+of its "measured" column ``cNN_text(m) -> str``, both below, beside the table. The env rows (C9,
+C10, C11, C21, C23 and C24's scripted part) still call ``experiments.claims_envs``'s checks, which
+return ``(measured, status)`` themselves (:func:`env_check`). OPTIONAL rows do not fail the run.
 """
 
 from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-import torch
+from experiments import claims_envs
+from experiments.claims import boundaries, closed_form, compare, groups, process, roles
 
-from algos.advantages import gae, group_advantages, group_mean_std
-from algos.losses import (
-    aggregate,
-    aggregation_weights,
-    kl_estimate,
-    ppo_clip_loss,
-    sequence_ratios,
-    token_ratios,
-)
-from algos.metrics import mixed_group_probability
-from experiments.claims_envs import check_c9, check_c10, check_c11, check_c21, check_c23
-from experiments.claims_trainers import (
-    check_c6,
-    check_c7,
-    check_c8,
-    check_c12,
-    check_c13,
-    check_c14,
-    check_c17,
-    check_c19,
-    check_c20,
-    check_c24,
-)
-
-PASS, FAIL, PENDING, OPTIONAL = "PASS", "FAIL", "PENDING", "OPTIONAL"
-STATUSES = (PASS, FAIL, PENDING, OPTIONAL)
+PASS, FAIL, OPTIONAL = "PASS", "FAIL", "OPTIONAL"
+STATUSES = (PASS, FAIL, OPTIONAL)
 
 
 @dataclass(frozen=True)
@@ -56,220 +36,21 @@ class Claim:
     kind: str = "closed-form"
 
 
-def _fmt(values) -> str:
-    return "[" + ", ".join(f"{float(v):.4g}" for v in values) + "]"
+def measured(measure: Callable[[], dict], passes: Callable[[dict], bool],
+             text: Callable[[dict], str]) -> Callable[[], tuple[str, str]]:
+    """The check of a row: run ``measure`` once, then ``(text(m), PASS if passes(m) else FAIL)``."""
+
+    def check() -> tuple[str, str]:
+        m = measure()
+        return text(m), PASS if passes(m) else FAIL
+
+    return check
 
 
-def _status(ok: bool) -> str:
-    return PASS if ok else FAIL
-
-
-def _close(a, b, tol: float = 1e-9) -> bool:
-    return torch.allclose(torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64), atol=tol, rtol=0)
-
-
-# ---------------------------------------------------------------- closed-form checks
-
-
-def check_c1() -> tuple[str, str]:
-    old = torch.tensor([[0.5, 0.25, 0.5]], dtype=torch.float64).log()
-    new = torch.tensor([[0.6, 0.2, 0.6]], dtype=torch.float64).log()
-    mask = torch.ones_like(old, dtype=torch.bool)
-    per_token = token_ratios(new, old)[0]
-    product = sequence_ratios(new, old, mask)[0]
-    geo = sequence_ratios(new, old, mask, length_normalized=True)[0]
-    # Token-level surrogate with A = 1 (no clipping active at clip 0.25): mean of the token ratios,
-    # which is not the product; using the product per token would change the objective.
-    loss, _ = ppo_clip_loss(per_token, torch.ones(3, dtype=torch.float64), clip_low=0.25, clip_high=0.25)
-    token_objective = -loss.mean()
-    ok = (
-        _close(per_token, [1.2, 0.8, 1.2])
-        and _close(product, 1.152)
-        and _close(token_objective, 3.2 / 3)
-        and not _close(token_objective, product, tol=1e-3)
-    )
-    measured = (
-        f"token ratios {_fmt(per_token)}; product {float(product):.4g}; "
-        f"token-level surrogate (A=1) {float(token_objective):.4g} != {float(product):.4g}; "
-        f"geometric mean (GSPO) {float(geo):.4g}"
-    )
-    return measured, _status(ok)
-
-
-def check_c2() -> tuple[str, str]:
-    rewards = torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=torch.float64)
-    ids = torch.zeros(4, dtype=torch.int64)
-    mean, std, _ = group_mean_std(rewards, ids, std="population")
-    adv = group_advantages(rewards, ids, std="population")
-    ok = _close(mean, 0.5) and _close(std, 0.5) and _close(adv, [-1, -1, 1, 1], tol=1e-5)
-    return f"mean {float(mean[0]):.4g}, std {float(std[0]):.4g}, advantages {_fmt(adv)}", _status(ok)
-
-
-def _tiny_policy_grads(rewards: list[float]) -> tuple[torch.Tensor, float, float]:
-    """4 responses x 2 tokens from a 3-word softmax policy theta; old = current (ratios 1), frozen
-    reference != current. Returns (advantages, |grad| of the task-reward term, |grad| of k3 KL)."""
-    theta = torch.tensor([0.3, -0.2, 0.1], dtype=torch.float64, requires_grad=True)
-    ref_logits = torch.tensor([0.0, 0.5, -0.5], dtype=torch.float64)
-    tokens = torch.tensor([[0, 1], [2, 2], [1, 0], [0, 2]])
-    mask = torch.ones(4, 2, dtype=torch.bool)
-    logp = torch.log_softmax(theta, dim=0)[tokens]
-    ref_logp = torch.log_softmax(ref_logits, dim=0)[tokens]
-    adv = group_advantages(torch.tensor(rewards, dtype=torch.float64), torch.zeros(4, dtype=torch.int64))
-    weights = aggregation_weights(mask, "token-mean").to(torch.float64)
-    pg_loss, _ = ppo_clip_loss(token_ratios(logp, logp.detach()), adv[:, None])
-    (pg_grad,) = torch.autograd.grad(aggregate(pg_loss, weights), theta)
-    logp = torch.log_softmax(theta, dim=0)[tokens]
-    (kl_grad,) = torch.autograd.grad(aggregate(kl_estimate(logp, ref_logp, "k3"), weights), theta)
-    return adv, float(pg_grad.abs().max()), float(kl_grad.abs().max())
-
-
-def check_c3() -> tuple[str, str]:
-    parts, ok = [], True
-    for rewards in ([0.0] * 4, [1.0] * 4):
-        adv, pg, kl = _tiny_policy_grads(rewards)
-        ok &= bool((adv == 0).all()) and pg == 0.0 and kl > 0.0
-        parts.append(f"r={_fmt(rewards)}: A={_fmt(adv)}, max abs grad: task term {pg:.3g}, k3 KL term {kl:.3g}")
-    return "; ".join(parts), _status(ok)
-
-
-def check_c4() -> tuple[str, str]:
-    rewards = torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=torch.float64)
-    ids = torch.zeros(4, dtype=torch.int64)
-    pop = group_advantages(rewards, ids, std="population", eps=0.0)
-    sample = group_advantages(rewards, ids, std="sample", eps=0.0)
-    raw = group_advantages(rewards, ids, std="none")
-    # Two responses, 1 token with loss 1 and 3 tokens with loss 0:
-    # token-mean (1 + 0 + 0 + 0) / 4 = 0.25; sequence mean (1/1 + 0/3) / 2 = 0.5.
-    mask = torch.tensor([[1, 0, 0], [1, 1, 1]], dtype=torch.bool)
-    loss = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
-    tok = float(aggregate(loss, aggregation_weights(mask, "token-mean")))
-    seq = float(aggregate(loss, aggregation_weights(mask, "seq-mean-token-mean")))
-    ok = (
-        _close(pop, [-1, -1, 1, 1])
-        and _close(sample, [-math.sqrt(0.75)] * 2 + [math.sqrt(0.75)] * 2)
-        and _close(raw, [-0.5, -0.5, 0.5, 0.5])
-        and _close(tok, 0.25, tol=1e-6)
-        and _close(seq, 0.5, tol=1e-6)
-    )
-    measured = (
-        f"r=[0,0,1,1]: population std A={_fmt(pop)} vs sample std {_fmt(sample)}; "
-        f"no std division {_fmt(raw)}; loss [1] & [0,0,0]: token-mean {tok:.4g} vs seq-mean {seq:.4g}"
-    )
-    return measured, _status(ok)
-
-
-def check_c5() -> tuple[str, str]:
-    shown = {p: f"{mixed_group_probability(p, 8):.1%}" for p in (0.02, 0.2, 0.98)}
-    rejected = []
-    for p, g in ((1.5, 8), (-0.1, 8), (0.5, True), (0.5, 0), (0.5, 8.0)):
-        try:
-            mixed_group_probability(p, g)
-        except ValueError:
-            rejected.append(f"({p!r}, {g!r})")
-    ok = shown == {0.02: "14.9%", 0.2: "83.2%", 0.98: "14.9%"} and len(rejected) == 5
-    measured = "G=8: " + ", ".join(f"p={p}: {v}" for p, v in shown.items()) + f"; ValueError for {' '.join(rejected)}"
-    return measured, _status(ok)
-
-
-def check_c15() -> tuple[str, str]:
-    as_row = lambda xs: torch.tensor([xs], dtype=torch.float64)  # noqa: E731
-    rewards, values, next_values = as_row([0, 0, 1]), as_row([0.9, 0.3, 0.8]), as_row([0.3, 0.8, 0.0])
-    terminated = torch.tensor([[False, False, True]])
-    truncated = torch.zeros(1, 3, dtype=torch.bool)
-    half, _ = gae(rewards, values, next_values, terminated, truncated, gamma=1.0, lam=0.5)
-    one, _ = gae(rewards, values, next_values, terminated, truncated, gamma=1.0, lam=1.0)
-    full_return_minus_value = 1.0 - values[0]
-    ok = _close(half[0], [-0.3, 0.6, 0.2]) and _close(one[0], [0.1, 0.7, 0.2]) and _close(one[0], full_return_minus_value)
-    return f"lambda 0.5 -> {_fmt(half[0])}; lambda 1 -> {_fmt(one[0])} (= 1 - V)", _status(ok)
-
-
-def check_c16() -> tuple[str, str]:
-    reward, value, next_value = (torch.tensor([[x]], dtype=torch.float64) for x in (0.0, 0.6, 0.8))
-    no = torch.tensor([[False]])
-    cont_adv, cont_target = gae(reward, value, next_value, no, no, gamma=0.9, lam=0.95)
-    term_adv, term_target = gae(reward, value, next_value, ~no, no, gamma=0.9, lam=0.95)
-    ok = (
-        _close(cont_target, 0.72)
-        and _close(cont_adv, 0.12)
-        and _close(term_target, 0.0)
-        and _close(term_adv, -0.6)
-    )
-    measured = (
-        f"compression (no flag): target {float(cont_target):.4g}, residual {float(cont_adv):+.4g}; "
-        f"terminated: target {float(term_target):.4g}, residual {float(term_adv):+.4g}"
-    )
-    return measured, _status(ok)
-
-
-def check_c18() -> tuple[str, str]:
-    # Task A: 2 positions with loss 1 (row 0). Task B: 6 positions with loss 3, sliced into two
-    # segments of 3 (rows 1, 2). Padding to width 4.
-    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 0]], dtype=torch.bool)
-    loss = torch.tensor([[1.0] * 4, [3.0] * 4, [3.0] * 4]) * mask
-    traj_ids = torch.tensor([0, 1, 1])
-    w_task = aggregation_weights(mask, "task-mean", traj_ids)
-    w_tok = aggregation_weights(mask, "token-mean")
-    task = float(aggregate(loss, w_task))
-    tok = float(aggregate(loss, w_tok))
-    splits = ([0], [1, 2])
-    task_mb = sum(float(aggregate(loss[i], w_task[i])) for i in splits)
-    tok_mb = sum(float(aggregate(loss[i], w_tok[i])) for i in splits)
-    # A per-micro-batch denominator (token-mean inside each micro-batch, then averaged) drifts.
-    local = sum(float(aggregate(loss[i], aggregation_weights(mask[i], "token-mean"))) for i in splits) / len(splits)
-    per_segment = float(aggregate(loss, aggregation_weights(mask, "seq-mean-token-mean")))
-    ok = (
-        _close(task, 2.0, 1e-6)
-        and _close(tok, 2.5, 1e-6)
-        and _close(task_mb, 2.0, 1e-6)
-        and _close(tok_mb, 2.5, 1e-6)
-        and not _close(local, 2.5, 1e-3)
-    )
-    measured = (
-        f"task-mean {task:.4g}, token-mean {tok:.4g}; micro-batches {list(splits)} with global weights: "
-        f"{task_mb:.4g} / {tok_mb:.4g}; per-micro-batch token-mean would give {local:.4g}, "
-        f"per-segment mean {per_segment:.4g}"
-    )
-    return measured, _status(ok)
-
-
-def check_c25() -> tuple[str, str]:
-    # Two tokens at ratio 1.5 (clip 0.2): A=+1 is beyond the range in its advantage's direction
-    # (clipped, zero gradient); A=-1 is not (unclipped, gradient flows; the ratio is not limited).
-    logp_old = torch.log(torch.tensor([0.4, 0.4], dtype=torch.float64))
-    logp_new = (logp_old + math.log(1.5)).requires_grad_(True)
-    adv = torch.tensor([1.0, -1.0], dtype=torch.float64)
-    ratio = token_ratios(logp_new, logp_old)
-    loss, clipped = ppo_clip_loss(ratio, adv, clip_low=0.2, clip_high=0.2)
-    (grad,) = torch.autograd.grad(loss.sum(), logp_new)
-    # KL to a frozen reference with the current policy equal to the old one (all ratios 1).
-    theta = torch.tensor([0.3, -0.2, 0.1], dtype=torch.float64, requires_grad=True)
-    tokens = torch.tensor([0, 1, 2, 0])
-    logp = torch.log_softmax(theta, 0)[tokens]
-    ref_logp = torch.log_softmax(torch.tensor([0.0, 0.5, -0.5], dtype=torch.float64), 0)[tokens]
-    ratios_now = token_ratios(logp, logp.detach())
-    kl = kl_estimate(logp, ref_logp, "k3").mean()
-    (kl_grad,) = torch.autograd.grad(kl, theta)
-    ok = (
-        clipped.tolist() == [True, False]
-        and float(grad[0]) == 0.0
-        and _close(grad[1], 1.5)
-        and _close(ratio.detach(), [1.5, 1.5])
-        and _close(loss.detach(), [-1.2, 1.5])
-        and bool((ratios_now == 1).all())
-        and float(kl.detach()) > 0
-        and float(kl_grad.abs().max()) > 0
-    )
-    measured = (
-        f"r=1.5: A=+1 clipped, dL/dlogp {float(grad[0]):.3g}; A=-1 unclipped, dL/dlogp {float(grad[1]):.3g}; "
-        f"ratios after loss {_fmt(ratio.detach())}; ratios all 1: k3 KL {float(kl.detach()):.3g}, "
-        f"max abs grad {float(kl_grad.abs().max()):.3g}"
-    )
-    return measured, _status(ok)
-
-
-def pending(needs: str) -> Callable[[], tuple[str, str]]:
-    """A check for a row whose evidence needs code that is not in the tree yet."""
-    return lambda: (f"needs {needs}", PENDING)
+def env_check(name: str) -> Callable[[], tuple[str, str]]:
+    """Adapter for the env rows: ``experiments.claims_envs.<name>`` already returns
+    ``(measured, status)`` (to be replaced by env measurements + criteria here)."""
+    return getattr(claims_envs, name)
 
 
 def optional(reason: str) -> Callable[[], tuple[str, str]]:
@@ -277,34 +58,418 @@ def optional(reason: str) -> Callable[[], tuple[str, str]]:
     return lambda: (reason, OPTIONAL)
 
 
-TRAINERS, EXPERIMENTS = "#4 (trainers)", "#5 (experiments)"
+def _close(a, b, tol: float = 1e-9) -> bool:
+    a, b = (list(x) if isinstance(x, (list, tuple)) else [x] for x in (a, b))
+    return len(a) == len(b) and all(abs(float(x) - float(y)) <= tol for x, y in zip(a, b))
+
+
+def _fmt(values: Sequence[float]) -> str:
+    return "[" + ", ".join(f"{float(v):.4g}" for v in values) + "]"
+
+
+def _g(x, nd: int = 3) -> str:
+    """``x`` with ``nd`` significant digits; "missing" for None, "nan" for NaN."""
+    if x is None:
+        return "missing"
+    if isinstance(x, float) and math.isnan(x):
+        return "nan"
+    return f"{x:.{nd}g}" if isinstance(x, float) else str(x)
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+# ---------------------------------------------------------------------------------- closed form
+def c1_passes(m: dict) -> bool:
+    return (_close(m["token_ratios"], [1.2, 0.8, 1.2]) and _close(m["product"], 1.152)
+            and _close(m["token_objective"], 3.2 / 3) and not _close(m["token_objective"], m["product"], 1e-3))
+
+
+def c1_text(m: dict) -> str:
+    return (f"token ratios {_fmt(m['token_ratios'])}; product {m['product']:.4g}; token-level surrogate (A=1) "
+            f"{m['token_objective']:.4g} != {m['product']:.4g}; geometric mean (GSPO) {m['geometric']:.4g}")
+
+
+def c2_passes(m: dict) -> bool:
+    return _close(m["mean"], 0.5) and _close(m["std"], 0.5) and _close(m["advantages"], [-1, -1, 1, 1], 1e-5)
+
+
+def c2_text(m: dict) -> str:
+    return f"mean {m['mean']:.4g}, std {m['std']:.4g}, advantages {_fmt(m['advantages'])}"
+
+
+def c3_passes(m: dict) -> bool:
+    return all(all(a == 0 for a in g["advantages"]) and g["task_grad"] == 0.0 and g["kl_grad"] > 0.0
+               for g in m["groups"])
+
+
+def c3_text(m: dict) -> str:
+    return "; ".join(f"r={_fmt(g['rewards'])}: A={_fmt(g['advantages'])}, max abs grad: task term "
+                     f"{g['task_grad']:.3g}, k3 KL term {g['kl_grad']:.3g}" for g in m["groups"])
+
+
+def c4_passes(m: dict) -> bool:
+    return (_close(m["population"], [-1, -1, 1, 1]) and _close(m["sample"], [-math.sqrt(0.75)] * 2 + [math.sqrt(0.75)] * 2)
+            and _close(m["raw"], [-0.5, -0.5, 0.5, 0.5]) and _close(m["token_mean"], 0.25, 1e-6)
+            and _close(m["seq_mean"], 0.5, 1e-6))
+
+
+def c4_text(m: dict) -> str:
+    return (f"r=[0,0,1,1]: population std A={_fmt(m['population'])} vs sample std {_fmt(m['sample'])}; "
+            f"no std division {_fmt(m['raw'])}; loss [1] & [0,0,0]: token-mean {m['token_mean']:.4g} vs "
+            f"seq-mean {m['seq_mean']:.4g}")
+
+
+C5_EXPECTED = {0.02: "14.9%", 0.2: "83.2%", 0.98: "14.9%"}
+
+
+def c5_passes(m: dict) -> bool:
+    return {p: f"{v:.1%}" for p, v in m["p_mix"].items()} == C5_EXPECTED and len(m["rejected"]) == m["tried"]
+
+
+def c5_text(m: dict) -> str:
+    shown = ", ".join(f"p={p}: {v:.1%}" for p, v in m["p_mix"].items())
+    return f"G={m['G']}: {shown}; ValueError for {' '.join(m['rejected'])}"
+
+
+def c15_passes(m: dict) -> bool:
+    return (_close(m["lambda_half"], [-0.3, 0.6, 0.2]) and _close(m["lambda_one"], [0.1, 0.7, 0.2])
+            and _close(m["lambda_one"], m["return_minus_value"]))
+
+
+def c15_text(m: dict) -> str:
+    return f"lambda 0.5 -> {_fmt(m['lambda_half'])}; lambda 1 -> {_fmt(m['lambda_one'])} (= 1 - V)"
+
+
+def c16_passes(m: dict) -> bool:
+    return (_close(m["continue_target"], 0.72) and _close(m["continue_residual"], 0.12)
+            and _close(m["terminal_target"], 0.0) and _close(m["terminal_residual"], -0.6))
+
+
+def c16_text(m: dict) -> str:
+    return (f"compression (no flag): target {m['continue_target']:.4g}, residual {m['continue_residual']:+.4g}; "
+            f"terminated: target {m['terminal_target']:.4g}, residual {m['terminal_residual']:+.4g}")
+
+
+def c18_passes(m: dict) -> bool:
+    return (_close(m["task_mean"], 2.0, 1e-6) and _close(m["token_mean"], 2.5, 1e-6)
+            and _close(m["task_mean_micro"], 2.0, 1e-6) and _close(m["token_mean_micro"], 2.5, 1e-6)
+            and not _close(m["local"], 2.5, 1e-3))
+
+
+def c18_text(m: dict) -> str:
+    return (f"task-mean {m['task_mean']:.4g}, token-mean {m['token_mean']:.4g}; micro-batches {m['splits']} with "
+            f"global weights: {m['task_mean_micro']:.4g} / {m['token_mean_micro']:.4g}; per-micro-batch token-mean "
+            f"would give {m['local']:.4g}, per-segment mean {m['per_segment']:.4g}")
+
+
+def c25_passes(m: dict) -> bool:
+    return (m["clipped"] == [True, False] and m["grad"][0] == 0.0 and _close(m["grad"][1], 1.5)
+            and _close(m["ratio"], [1.5, 1.5]) and _close(m["loss"], [-1.2, 1.5]) and m["ratios_all_one"]
+            and m["kl"] > 0 and m["kl_grad_max"] > 0)
+
+
+def c25_text(m: dict) -> str:
+    return (f"r=1.5: A=+1 clipped, dL/dlogp {m['grad'][0]:.3g}; A=-1 unclipped, dL/dlogp {m['grad'][1]:.3g}; "
+            f"ratios after loss {_fmt(m['ratio'])}; ratios all 1: k3 KL {m['kl']:.3g}, max abs grad "
+            f"{m['kl_grad_max']:.3g}")
+
+
+# ---------------------------------------------------------------------------------- empirical
+def c6_passes(m: dict) -> bool:
+    i, s, x = m["independent"], m["shared_seed"], m["mixed_tasks"]
+    return (i["ci_low"] <= i["p_mix"] <= i["ci_high"] and s["mixed_rate"] < i["mixed_rate"]
+            and x["mixed_rate"] < i["mixed_rate"] and s["mixed_rate"] < s["p_mix"] and x["mixed_rate"] < x["p_mix"])
+
+
+def c6_text(m: dict) -> str:
+    i, s, x, g = m["independent"], m["shared_seed"], m["mixed_tasks"], m["group_size"]
+    inside = "inside" if i["ci_low"] <= i["p_mix"] <= i["ci_high"] else "OUTSIDE"
+    return (f"warm-start policy, real rollout engine, easy BugFix train task {m['task_index']}, G={g}, outcome "
+            f"reward: independent ({i['groups']} groups, {i['trials']} tries): p_hat {i['p_hat']:.3f}, measured "
+            f"mixed rate {i['mixed_rate']:.3f} (95% Wilson CI [{i['ci_low']:.3f}, {i['ci_high']:.3f}]) vs "
+            f"P_mix(p_hat, G={g}) {i['p_mix']:.3f}: {inside}; shared seed + sampling stream ({s['groups']} groups, "
+            f"{s['identical_groups']} with all {g} members identical): p_hat {s['p_hat']:.3f}, mixed "
+            f"{s['mixed_rate']:.3f} vs P_mix {s['p_mix']:.3f}; mixed tasks (train task p {x['p_train']:.3f} / "
+            f"held-out task {m['hard_task_index']} p {x['p_heldout']:.3f}, {x['groups']} groups): pooled p_hat "
+            f"{x['p_hat']:.3f}, mixed {x['mixed_rate']:.3f} vs P_mix {x['p_mix']:.3f}")
+
+
+C7_STALE_MIN, C7_SYNC_TOL = 1e-3, 1e-5  # |old - behavior| log-prob: stale must exceed / sync must stay within
+
+
+def c7_passes(m: dict) -> bool:
+    return (m["stale_gap_max"] > C7_STALE_MIN and abs(m["metric_gap"] - m["stale_gap_mean"]) < 1e-6
+            and m["separate_fields"] and m["token_versions"] == [m["sampler_version"]] and m["lag"] == m["staleness"]
+            and all(g <= C7_SYNC_TOL for g in m["sync_gap_max"]) and m["reference_separate"]
+            and m["reference_frozen"] and m["reference_moved"] == 0.0 and m["policy_moved"] > 0.0
+            and m["kl_ref"] > 0.0 and m["verifier_field"])
+
+
+def c7_text(m: dict) -> str:
+    return (f"staleness {m['staleness']}, update {m['updates']}: sampler version {m['sampler_version']} vs policy "
+            f"version {m['policy_version']} (lag {m['lag']}); |old - behavior| log-prob on {m['action_tokens']} action "
+            f"tokens: max {m['stale_gap_max']:.3g}, mean {m['stale_gap_mean']:.3g} (trainer metric "
+            f"train/behavior_old_logp_gap {m['metric_gap']:.3g}, is_weight {m['is_weight']:.4g}); first update (same "
+            f"weights) max {m['first_gap_max']:.2g}; stored as separate fields (Batch.behavior_logp vs the update's "
+            f"old log-probs): {m['separate_fields']}; staleness 0: max gap per update "
+            + ", ".join(f"{g:.2g}" for g in m["sync_gap_max"])
+            + f" (tol {C7_SYNC_TOL:g}); reference: separate object {m['reference_separate']}, requires_grad False "
+            f"{m['reference_frozen']}, max |change| after {m['updates']} updates {m['reference_moved']:.3g} while the "
+            f"policy moved {m['policy_moved']:.3g}, KL(ref) {m['kl_ref']:.3g}; verifier score Trajectory.verified "
+            f"separate from train_reward: {m['verifier_field']} (C23: they disagree on an exploit)")
+
+
+def c8_passes(m: dict) -> bool:
+    return (m["env_weight_max"] == 0 and m["env_advantage_max"] == 0 and m["sampled_weight_min"] > 0
+            and m["sampled_is_action_mask"] and m["boundaries_ok"] and m["eos_ok"] and m["padding_ok"]
+            and m["version_ok"] and m["temperatures"] == [m["temperature"]] and m["grad_env_real"] == 0
+            and m["grad_env_observations"] > 0 and m["loss_real"] != m["loss_observations"])
+
+
+def c8_text(m: dict) -> str:
+    temps = m["temperatures"]
+    stored = (f"stored = {_g(temps[0], 4)}" if len(temps) == 1 and temps[0] is not None
+              else f"NOT one stored value per sample ({temps})")
+    return (f"real GRPO update on {m['rollouts']} rollouts ({m['rows']} rows x {m['width']}): {m['env_tokens']} "
+            f"env-written tokens ({m['bos']} BOS, {m['observation']} observation, {m['sep']} SEP, {m['forced_eos']} "
+            f"forced EOS) with loss weight max {m['env_weight_max']:.3g} and advantage max "
+            f"{m['env_advantage_max']:.3g}; {m['sampled_tokens']} sampled tokens with weight min "
+            f"{m['sampled_weight_min']:.3g}; stored per sample: turn boundaries for {m['turns']} turns (SEP before "
+            f"each action: {m['boundaries_ok']}), EOS positions ({m['capped']} capped with env EOS): {m['eos_ok']}, "
+            f"padding mask Batch.valid ({m['pad_positions']} pad positions): {m['padding_ok']}, policy version (3 on "
+            f"sampled, -1 elsewhere): {m['version_ok']}, sampling temperature: {stored}; first-step policy loss with "
+            f"the action mask {m['loss_real']:.5g} ({m['loss_tokens_real']} loss tokens, {m['grad_env_real']} env "
+            f"tokens with gradient) vs with observation tokens un-masked {m['loss_observations']:.5g} "
+            f"({m['loss_tokens_observations']} loss tokens, {m['grad_env_observations']} env tokens with gradient)")
+
+
+def c12_passes(m: dict) -> bool:
+    w, lo = m["win"], m["lose"]
+    return (w["turns"] == 4 and lo["turns"] == 10 and w["verified"] == 1 and lo["verified"] == 0
+            and m["mean"] == 0.5 and m["std"] == 0.5 and m["trajectory_advantages"] == [1.0, -1.0]
+            and m["broadcast"] and m["env_tokens_zero"])
+
+
+def c12_text(m: dict) -> str:
+    w, lo, a = m["win"], m["lose"], m["trajectory_advantages"]
+    return (f"easy BugFix train task {m['task_index']}: run_tests + fix + run_tests + submit {w['turns']} turns "
+            f"({w['stop_reason']}, reward {w['reward']:g}, {w['action_tokens']} action tokens) vs ls x9 + submit "
+            f"{lo['turns']} turns ({lo['stop_reason']}, reward {lo['reward']:g}, {lo['action_tokens']} action tokens); "
+            f"GRPO (population std, eps 0): mean {m['mean']:.4g}, std {m['std']:.4g}, advantages "
+            f"[{a[0]:+.4g}, {a[1]:+.4g}], on every action token: {m['broadcast']}")
+
+
+def c13_passes(m: dict) -> bool:
+    good, bad = m["good"], m["bad"]
+    return (good["segments"] == 3 and bad["segments"] == 6 and m["rows"] == 9 and m["group_inputs"] == 2
+            and m["n_groups"] == 1 and m["trajectory_advantages"] == [1.0, -1.0] and m["segments_share"]
+            and good["task_id"] == bad["task_id"] and (good["reward"], bad["reward"]) == (1.0, 0.0)
+            and (good["verified"], bad["verified"]) == (1, 0))
+
+
+def c13_text(m: dict) -> str:
+    good, bad = m["good"], m["bad"]
+    return (f"LongHorizon task {m['task_index']} + compression every 2 turns: oracle {good['turns']} turns -> "
+            f"{good['segments']} segments ({good['stop_reason']}, reward {good['reward']:g}), scripted failure "
+            f"{bad['turns']} turns -> {bad['segments']} segments ({bad['stop_reason']}, reward {bad['reward']:g}); "
+            f"GRPO update: {m['rows']} rows, {m['group_inputs']} group members with advantages "
+            f"{[round(a, 4) for a in m['trajectory_advantages']]} in {m['n_groups']} group; each trajectory's "
+            f"segments share its advantage: {m['segments_share']}; task id / final reward / verified per trajectory: "
+            f"{good['task_id']}: {good['reward']:g}/{good['verified']}, {bad['task_id']}: {bad['reward']:g}/{bad['verified']}")
+
+
+def c14_passes(m: dict) -> bool:
+    return (m["max_spread"] == 0.0 and m["equal_to_trajectory"] and m["env_tokens_zero"] and m["mixed_groups"] > 0
+            and m["successes_above_failures"])
+
+
+def c14_text(m: dict) -> str:
+    return (f"grpo update on {m['rollouts']} real rollouts (8 tasks x 8, {m['segments']} segments, "
+            f"{m['min_action_tokens']}..{m['max_action_tokens']} action tokens per trajectory): max within-trajectory "
+            f"advantage spread {m['max_spread']:.3g}; equal to the per-trajectory group advantage: "
+            f"{m['equal_to_trajectory']}; env-written tokens 0: {m['env_tokens_zero']}; {m['mixed_groups']}/"
+            f"{m['groups']} groups mixed, successes > 0 > failures in each: {m['successes_above_failures']} (e.g. "
+            + ", ".join(f"{v:+.3f}" for v in m["example"]) + ")")
+
+
+def c17_boundary_ok(b: dict, gamma: float) -> bool:
+    """One compression boundary: bootstrap = V(continuation context) != V(reset context), no flag,
+    residual r + gamma V' - V; relabelled terminal: residual r - V, different from the real one."""
+    return (b["end"] == "compressed" and b["prefix_ok"] and abs(b["boot"] - b["V_cont"]) < 1e-4
+            and abs(b["V_cont"] - b["V_next_first"]) < 1e-4 and abs(b["V_cont"] - b["V_reset"]) > 1e-6
+            and not b["terminated"] and not b["truncated"]
+            and abs(b["td_c"] - (b["r"] + gamma * b["boot"] - b["V"])) < 1e-5
+            and abs(b["td_t"] - (b["r"] - b["V"])) < 1e-5 and abs(b["td_c"] - b["td_t"]) > 1e-6)
+
+
+def c17_passes(m: dict) -> bool:
+    return bool(m["boundaries"]) and all(c17_boundary_ok(b, m["gamma"]) for b in m["boundaries"])
+
+
+def c17_text(m: dict) -> str:
+    bs = m["boundaries"]
+    if bs:
+        b = bs[0]
+        example = (f"first boundary: r {b['r']:g}, V(s) {b['V']:.4f}, bootstrap used {b['boot']:.4f}, critic at the "
+                   f"next segment's [BOS] continuation [SEP] {b['V_next_first']:.4f} (fresh forward on it alone "
+                   f"{b['V_cont']:.4f}), V(reset context of the same task) {b['V_reset']:.4f}; TD residual continuing "
+                   f"{b['td_c']:+.4f} vs relabelled terminal {b['td_t']:+.4f} (= r - V), GAE advantage "
+                   f"{b['adv_c']:+.4f} vs {b['adv_t']:+.4f}")
+    else:
+        example = "no compression boundary in the batch"
+    max_err = max((abs(b["boot"] - b["V_cont"]) for b in bs), default=float("nan"))
+    min_reset = min((abs(b["V_cont"] - b["V_reset"]) for b in bs), default=float("nan"))
+    flags = sorted({(b["terminated"], b["truncated"]) for b in bs})
+    flips = sum((b["adv_c"] > 0) != (b["adv_t"] > 0) for b in bs)
+    return (f"PPO (value head, gamma {m['gamma']:g}, lambda {m['lam']:g}) on {m['rollouts']} real easy-BugFix rollouts "
+            f"with compression (recent, every 3 turns): {m['multi_segment']} multi-segment trajectories, {len(bs)} "
+            f"boundaries; max |bootstrap - V(continuation context)| {max_err:.2g}, min |V(continuation) - V(reset "
+            f"context)| {min_reset:.3g}; boundary flags terminated/truncated {flags}; {example}; the same layout "
+            f"relabelled terminal at all {len(bs)} boundaries flips the advantage sign at {flips}/{len(bs)}")
+
+
+C19_REQUIRED = ("eval/success", "eval/test_budget", *compare.COMPUTE_AXES)
+
+
+def c19_passes(m: dict) -> bool:
+    g, p = m["grpo"], m["ppo"]
+    return (all(_finite(r[k]) for r in (g, p) for k in C19_REQUIRED) and not m["protocol_differ"] and m["same_start"]
+            and g["eval/test_budget"] == p["eval/test_budget"]
+            and g["compute/rollouts"] >= m["budget"] and p["compute/rollouts"] >= m["budget"])
+
+
+def c19_text(m: dict) -> str:
+    g, p = m["grpo"], m["ppo"]
+    labels = {"eval/success": "success (held-out templates)", "eval_train/success": "success (train templates)"}
+    table = "; ".join(f"{labels.get(k, k.split('/')[-1])}: GRPO {_g(g[k])} vs PPO {_g(p[k])}"
+                      for k in ("eval/success", "eval_train/success", *compare.COMPUTE_AXES, "updates"))
+    differ = m["protocol_differ"]
+    return (f"experiments.train.run x2 from one warm start (start success {_g(g['start_model/success'])} on held-out), "
+            f"budget {m['budget']} rollouts, GRPO G={g['group_size']} vs PPO G={p['group_size']} (critic "
+            f"{p['critic']}), test budget {_g(g['eval/test_budget'])} vs {_g(p['eval/test_budget'])} samples x "
+            f"{_g(g['eval/tasks'])} held-out tasks: {table}; protocol items equal: "
+            f"{m['protocol_items'] - len(differ)}/{m['protocol_items']}"
+            + (f" (differ: {', '.join(differ)})" if differ else "") + f", same start model file: {m['same_start']}")
+
+
+C20_REQUIRED_TASK_KEYS = ("eval/success", "eval/test_budget", "eval/recovery_rate", "eval/tool_failure_episodes",
+                          "eval_train/success")
+
+
+def c20_problems(m: dict) -> list[str]:
+    """What C20 misses: training keys not finite in every update, task keys not finite in the
+    summary, an eval split that is not held-out, a held-out EV never finite or absent without a
+    point count."""
+    problems = []
+    for name in ("grpo", "ppo"):
+        r = m[name]
+        problems += [f"{name} {k}" for k, n in r["finite_updates"].items() if n != r["updates"]]
+        problems += [f"{name} summary {k}" for k in C20_REQUIRED_TASK_KEYS if not _finite(r["summary"].get(k))]
+        if r["eval_split"] != "heldout":
+            problems.append(f"{name} eval split")
+    ev, points = m["ppo"]["heldout_ev"], m["ppo"]["heldout_points"]
+    if not any(_finite(v) for v in ev):
+        problems.append("ppo critic/explained_variance_heldout never finite")
+    if any(not _finite(v) and not _finite(n) for v, n in zip(ev, points)):
+        problems.append("ppo held-out EV missing without a point count")
+    return problems
+
+
+def c20_passes(m: dict) -> bool:
+    return not c20_problems(m)
+
+
+def c20_text(m: dict) -> str:
+    g, p = m["grpo"], m["ppo"]
+    ev, points = p["heldout_ev"], p["heldout_points"]
+    fin = [v for v in ev if _finite(v)]
+    nan_pts = [n for v, n in zip(ev, points) if not _finite(v)]
+    nan = float("nan")
+    gs, ps = g["summary"], p["summary"]
+    problems = c20_problems(m)
+    return (f"C19's runs, per update (mean over {g['updates']} GRPO / {p['updates']} PPO updates): GRPO all-0 groups "
+            f"{_g(g['means']['rollout/all_zero_rate'])}, all-1 {_g(g['means']['rollout/all_one_rate'])}, mixed "
+            f"{_g(g['means']['rollout/mixed_group_rate'])}; agg weight shift token- vs task-mean GRPO "
+            f"{_g(g['means']['train/agg_weight_shift'])} / PPO {_g(p['means']['train/agg_weight_shift'])}; PPO critic "
+            f"EV on held-out complete returns finite in {len(fin)}/{len(ev)} updates (range [{_g(min(fin, default=nan))}, "
+            f"{_g(max(fin, default=nan))}], last finite {_g(fin[-1] if fin else nan)}, "
+            f"{sum(n for n in points if _finite(n)) / max(len(points), 1):.0f} held-out points per update)"
+            + (f", NaN/absent in {len(nan_pts)} with " + ", ".join(
+                f"{n} points ({'returns without variance' if _finite(n) and n >= 2 else 'fewer than 2 points'})"
+                for n in nan_pts) if nan_pts else "")
+            + f", in-batch EV {_g(p['means']['critic/explained_variance_in_batch'])}; task side (held-out templates, "
+            f"{_g(gs['eval/test_budget'])} samples/task): success GRPO {_g(gs['eval/success'])} / PPO "
+            f"{_g(ps['eval/success'])} (train templates {_g(gs['eval_train/success'])} / {_g(ps['eval_train/success'])}), "
+            f"recovery after an injected tool failure (success among those episodes) held-out "
+            f"{_g(gs['eval/recovery_rate'])} ({_g(gs['eval/tool_failure_episodes'])} episodes) / "
+            f"{_g(ps['eval/recovery_rate'])} ({_g(ps['eval/tool_failure_episodes'])}), train templates "
+            f"{_g(gs['eval_train/recovery_rate'])} ({_g(gs['eval_train/tool_failure_episodes'])}) / "
+            f"{_g(ps['eval_train/recovery_rate'])} ({_g(ps['eval_train/tool_failure_episodes'])})"
+            + (f"; missing or not finite: {', '.join(problems)}" if problems else ""))
+
+
+C24_MIN_GAP = 0.2  # last-quarter training reward minus verified success under the biased reward
+C24_AGREE = 0.05  # outcome reward: training reward and verified success agree within this
+
+
+def c24_trainer_passes(m: dict) -> bool:
+    b, o = m["biased"], m["outcome"]
+    return (b["reward_last"] - b["reward_first"] > b["success_last"] - b["success_first"]
+            and b["reward_last"] - b["success_last"] >= C24_MIN_GAP
+            and abs(o["reward_first"] - o["success_first"]) <= C24_AGREE
+            and abs(o["reward_last"] - o["success_last"]) <= C24_AGREE)
+
+
+def c24_trainer_text(m: dict) -> str:
+    b, o, mode = m["biased"], m["outcome"], m["biased_mode"]
+    cross = b["reward_last"] > o["reward_last"] and b["eval_train_success"] <= o["eval_train_success"]
+    return (f"trainer: GRPO x2 from one start model, {m['budget']} rollouts, seed {m['seed']}, first -> last quarter of "
+            f"{b['updates']} updates: {mode}: train reward {b['reward_first']:.3f} -> {b['reward_last']:.3f}, verified "
+            f"success {b['success_first']:.3f} -> {b['success_last']:.3f} (reward - success "
+            f"{b['reward_last'] - b['success_last']:+.3f}, need >= {C24_MIN_GAP:g}), mean turns {b['turns_last']:.1f}; "
+            f"outcome: reward {o['reward_first']:.3f} -> {o['reward_last']:.3f}, success {o['success_first']:.3f} -> "
+            f"{o['success_last']:.3f}, turns {o['turns_last']:.1f}; final verified success on train templates (8 x 8): "
+            f"{mode} {b['eval_train_success']:.3f} vs outcome {o['eval_train_success']:.3f}; cross-run reading (biased: "
+            f"higher last-quarter reward {b['reward_last']:.3f} vs {o['reward_last']:.3f} and not higher verified "
+            f"success) at this seed: {cross} (reported, not required: it held for 2 of seeds 0-4, either run can collapse)")
+
+
+def check_c24() -> tuple[str, str]:
+    """C24 = the scripted-agent check (env row) and the trainer measurement; PASS when both pass."""
+    scripted, scripted_status = env_check("check_c24")()
+    m = process.measure_c24_trainer()
+    ok = scripted_status == PASS and c24_trainer_passes(m)
+    return f"{scripted} || {c24_trainer_text(m)}", PASS if ok else FAIL
+
 
 _ROWS: list[Claim] = [
-    Claim("C1", "token vs sequence ratio, old [.5,.25,.5] new [.6,.2,.6]", "tokens [1.2, 0.8, 1.2]; product 1.152; token-level PPO uses per-token ratios", check_c1),
-    Claim("C2", "GRPO group advantage, population std, r=[0,0,1,1]", "mean 0.5, std 0.5, A [-1, -1, 1, 1]", check_c2),
-    Claim("C3", "all-same groups [0,0,0,0], [1,1,1,1]; autograd on a tiny policy", "A all 0; task-reward grad exactly 0; k3 KL grad non-zero", check_c3),
-    Claim("C4", "conventions: std ddof, std division, token vs sequence mean", "each pair differs on the same data", check_c4),
-    Claim("C5", "P_mix = 1 - p^G - (1-p)^G, G=8, and validation", "14.9%, 83.2%, 14.9%; ValueError on bad p / G", check_c5),
-    Claim("C6", "measured mixed-group rate vs P_mix (real rollout engine, GRPO groups; shared-seed and mixed-task groups)", "within binomial CI; lower when correlated", check_c6, "empirical"),
-    Claim("C7", "behavior / old / reference / verifier are separate roles (async rollout + GRPO trainer)", "stale behavior log-probs differ from recomputed old ones; both stored; equal when synchronous; reference frozen copy", check_c7, "empirical"),
-    Claim("C8", "tool output is observation, not action (real rollout batch, GRPO update)", "observation tokens get zero loss weight; per-sample fields stored; un-masking changes the loss", check_c8, "empirical"),
-    Claim("C9", "long context is not long horizon (LongHorizon oracle, 2x2 n_stages x verbose)", "step unit stated; horizon and context configurable independently", check_c9, "empirical"),
-    Claim("C10", "lossy summary drops what the next decision needs (ContextReadingAgent, lossy vs structured)", "more repeated fixes with 'tests failed' summary", check_c10, "empirical"),
-    Claim("C11", "stopping is not one thing (real BugFix episodes per stop reason)", "distinct stop reasons, each with continue / score rule", check_c11, "empirical"),
-    Claim("C12", "group comparison without aligned steps (real BugFix episodes, GRPO update)", "4-step success vs 10-step failure compared by outcome: A +1 / -1 on every action token", check_c12, "empirical"),
-    Claim("C13", "segments are not independent answers (LongHorizon + compression, GRPO update)", "3 + 6 segments stay 2 group members", check_c13, "empirical"),
-    Claim("C14", "outcome-only GRPO: one advantage per trajectory (real rollout batch)", "all action tokens of a trajectory share A", check_c14, "empirical"),
-    Claim("C15", "3-step GAE, r=[0,0,1], V=[.9,.3,.8], V'=[.3,.8,0], gamma 1", "lambda .5: [-0.3, 0.6, 0.2]; lambda 1: [0.1, 0.7, 0.2]", check_c15),
-    Claim("C16", "compression vs terminal flag, r=0, V=.6, V'=.8, gamma .9", "continue: target 0.72, residual +0.12; terminal: 0, -0.6", check_c16),
-    Claim("C17", "bootstrap from the real continuation after compression (PPO on real compressed rollouts)", "GAE uses V(compressed context), never a reset task; terminal flag gives r - V", check_c17, "empirical"),
-    Claim("C18", "slice weighting: task A 2 x loss 1, task B 6 x loss 3", "task-mean 2.0, token-mean 2.5; same under micro-batching", check_c18),
-    Claim("C19", "compute-matched GRPO vs PPO comparison (two experiments.train runs)", "rollouts, tokens, tool time, train compute side by side; fixed protocol", check_c19, "empirical"),
-    Claim("C20", "training-side and task-side diagnostics (C19's runs)", "all-0/all-1 rates, held-out critic EV, slicing shift, success at equal budget, recovery, unseen templates", check_c20, "empirical"),
-    Claim("C21", "reward hacking earns nothing (every BugFix hack agent, easy + hard)", "edited tests / read answers never rewarded; counted", check_c21, "empirical"),
-    Claim("C22", "multi-agent non-stationarity (optional)", "centralized critic, local actors", optional(f"optional; needs {EXPERIMENTS}"), "empirical"),
-    Claim("C23", "training judge is not independent evidence (BugFix graders)", "evaluation verifier separate from training reward", check_c23, "empirical"),
+    Claim("C1", "token vs sequence ratio, old [.5,.25,.5] new [.6,.2,.6]", "tokens [1.2, 0.8, 1.2]; product 1.152; token-level PPO uses per-token ratios", measured(closed_form.measure_c1, c1_passes, c1_text)),
+    Claim("C2", "GRPO group advantage, population std, r=[0,0,1,1]", "mean 0.5, std 0.5, A [-1, -1, 1, 1]", measured(closed_form.measure_c2, c2_passes, c2_text)),
+    Claim("C3", "all-same groups [0,0,0,0], [1,1,1,1]; autograd on a tiny policy", "A all 0; task-reward grad exactly 0; k3 KL grad non-zero", measured(closed_form.measure_c3, c3_passes, c3_text)),
+    Claim("C4", "conventions: std ddof, std division, token vs sequence mean", "each pair differs on the same data", measured(closed_form.measure_c4, c4_passes, c4_text)),
+    Claim("C5", "P_mix = 1 - p^G - (1-p)^G, G=8, and validation", "14.9%, 83.2%, 14.9%; ValueError on bad p / G", measured(closed_form.measure_c5, c5_passes, c5_text)),
+    Claim("C6", "measured mixed-group rate vs P_mix (real rollout engine, GRPO groups; shared-seed and mixed-task groups)", "within binomial CI; lower when correlated", measured(groups.measure_c6, c6_passes, c6_text), "empirical"),
+    Claim("C7", "behavior / old / reference / verifier are separate roles (async rollout + GRPO trainer)", "stale behavior log-probs differ from recomputed old ones; both stored; equal when synchronous; reference frozen copy", measured(roles.measure_c7, c7_passes, c7_text), "empirical"),
+    Claim("C8", "tool output is observation, not action (real rollout batch, GRPO update)", "observation tokens get zero loss weight; per-sample fields stored; un-masking changes the loss", measured(roles.measure_c8, c8_passes, c8_text), "empirical"),
+    Claim("C9", "long context is not long horizon (LongHorizon oracle, 2x2 n_stages x verbose)", "step unit stated; horizon and context configurable independently", env_check("check_c9"), "empirical"),
+    Claim("C10", "lossy summary drops what the next decision needs (ContextReadingAgent, lossy vs structured)", "more repeated fixes with 'tests failed' summary", env_check("check_c10"), "empirical"),
+    Claim("C11", "stopping is not one thing (real BugFix episodes per stop reason)", "distinct stop reasons, each with continue / score rule", env_check("check_c11"), "empirical"),
+    Claim("C12", "group comparison without aligned steps (real BugFix episodes, GRPO update)", "4-step success vs 10-step failure compared by outcome: A +1 / -1 on every action token", measured(groups.measure_c12, c12_passes, c12_text), "empirical"),
+    Claim("C13", "segments are not independent answers (LongHorizon + compression, GRPO update)", "3 + 6 segments stay 2 group members", measured(groups.measure_c13, c13_passes, c13_text), "empirical"),
+    Claim("C14", "outcome-only GRPO: one advantage per trajectory (real rollout batch)", "all action tokens of a trajectory share A", measured(groups.measure_c14, c14_passes, c14_text), "empirical"),
+    Claim("C15", "3-step GAE, r=[0,0,1], V=[.9,.3,.8], V'=[.3,.8,0], gamma 1", "lambda .5: [-0.3, 0.6, 0.2]; lambda 1: [0.1, 0.7, 0.2]", measured(closed_form.measure_c15, c15_passes, c15_text)),
+    Claim("C16", "compression vs terminal flag, r=0, V=.6, V'=.8, gamma .9", "continue: target 0.72, residual +0.12; terminal: 0, -0.6", measured(closed_form.measure_c16, c16_passes, c16_text)),
+    Claim("C17", "bootstrap from the real continuation after compression (PPO on real compressed rollouts)", "GAE uses V(compressed context), never a reset task; terminal flag gives r - V", measured(boundaries.measure_c17, c17_passes, c17_text), "empirical"),
+    Claim("C18", "slice weighting: task A 2 x loss 1, task B 6 x loss 3", "task-mean 2.0, token-mean 2.5; same under micro-batching", measured(closed_form.measure_c18, c18_passes, c18_text)),
+    Claim("C19", "compute-matched GRPO vs PPO comparison (two experiments.train runs)", "rollouts, tokens, tool time, train compute side by side; fixed protocol", measured(compare.measure_c19, c19_passes, c19_text), "empirical"),
+    Claim("C20", "training-side and task-side diagnostics (C19's runs)", "all-0/all-1 rates, held-out critic EV, slicing shift, success at equal budget, recovery, unseen templates", measured(compare.measure_c20, c20_passes, c20_text), "empirical"),
+    Claim("C21", "reward hacking earns nothing (every BugFix hack agent, easy + hard)", "edited tests / read answers never rewarded; counted", env_check("check_c21"), "empirical"),
+    Claim("C22", "multi-agent non-stationarity (optional)", "centralized critic, local actors", optional("optional; needs #5 (experiments)"), "empirical"),
+    Claim("C23", "training judge is not independent evidence (BugFix graders)", "evaluation verifier separate from training reward", env_check("check_c23"), "empirical"),
     Claim("C24", "process rewards add signal but can be biased (scripted agents + GRPO trainer runs)", "biased variant: higher train reward, not higher verified success", check_c24, "empirical"),
-    Claim("C25", "PPO clipping is not a KL penalty (autograd)", "clipped token grad 0; ratio not limited; KL grad != 0 at ratios 1", check_c25),
+    Claim("C25", "PPO clipping is not a KL penalty (autograd)", "clipped token grad 0; ratio not limited; KL grad != 0 at ratios 1", measured(closed_form.measure_c25, c25_passes, c25_text)),
 ]
 
 CLAIMS: dict[str, Claim] = {claim.id: claim for claim in _ROWS}
@@ -313,12 +478,12 @@ CLAIMS: dict[str, Claim] = {claim.id: claim for claim in _ROWS}
 def run_claim(claim: Claim) -> tuple[str, str]:
     """``claim.check()``, with an exception or an unknown status turned into a FAIL row."""
     try:
-        measured, status = claim.check()
+        text, status = claim.check()
     except Exception as exc:  # a crashing check is a failed claim, reported in its row
         return f"check raised {type(exc).__name__}: {exc}", FAIL
     if status not in STATUSES:
-        return f"check returned unknown status {status!r} ({measured})", FAIL
-    return measured, status
+        return f"check returned unknown status {status!r} ({text})", FAIL
+    return text, status
 
 
 def _cell(text: str) -> str:
@@ -332,14 +497,14 @@ def main(claims: Mapping[str, Claim] | None = None) -> int:
     print("| ID | what was checked | expected | measured | status |")
     print("|---|---|---|---|---|")
     for cid, claim in claims.items():
-        measured, status = results[cid]
-        print(f"| {cid} | {_cell(claim.what)} | {_cell(claim.expected)} | {_cell(measured)} | {status} |")
+        text, status = results[cid]
+        print(f"| {cid} | {_cell(claim.what)} | {_cell(claim.expected)} | {_cell(text)} | {status} |")
     statuses = [status for _, status in results.values()]
     parts = []
     for kind in ("closed-form", "empirical"):
         ran = [results[cid][1] for cid, claim in claims.items() if claim.kind == kind and results[cid][1] in (PASS, FAIL)]
         parts.append(f"{kind}: {ran.count(PASS)}/{len(ran)} PASS")
-    parts += [f"pending: {statuses.count(PENDING)}", f"optional: {statuses.count(OPTIONAL)}"]
+    parts.append(f"optional: {statuses.count(OPTIONAL)}")
     print()
     print(", ".join(parts))
     return 1 if FAIL in statuses else 0

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from experiments.compare import PRESETS, sweep_command
-from experiments.loggers import offline_run_contents
+from wandb_records import offline_run_contents
 
 # Shrink the small preset to seconds (applied to every run of the sweep, both algorithms).
 TINY = [

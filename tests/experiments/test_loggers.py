@@ -1,6 +1,6 @@
 """experiments/loggers.py: a real offline W&B run, read back from its files after finish().
 
-The run's ``run-<id>.wandb`` transaction log is decoded with ``experiments.loggers.read_wandb_records``
+The run's ``run-<id>.wandb`` transaction log is decoded with ``tests/wandb_records.py``'s ``read_wandb_records``
 (a LevelDB-log reader with checksum verification; wandb 0.31 ships no Python reader) and checked
 for the config, the define_metric (x-axis) records, the history rows, the table and the image.
 """
@@ -20,9 +20,8 @@ from experiments.loggers import (
     WandbLogger,
     flatten_config,
     make_logger,
-    offline_run_contents,
-    read_wandb_records,
 )
+from wandb_records import offline_run_contents, read_wandb_records
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -1,4 +1,4 @@
-"""experiments/report.py on fixture run directories that follow docs/interfaces.md exactly.
+"""experiments/report/ (the package) on fixture run directories that follow docs/interfaces.md exactly.
 
 The numbers are hand-chosen so the table values and the confidence-interval arithmetic can be
 checked by hand (the arithmetic is in the comments).
@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from algos.metrics import mixed_group_probability
 from experiments import report as R
@@ -123,7 +125,11 @@ def test_t_critical_matches_tables():
     assert R.t_critical(5) == pytest.approx(2.776, abs=1e-3)
     assert R.t_critical(10) == pytest.approx(2.262, abs=1e-3)
     # Large df tends to the normal 1.95996.
-    assert R.t_quantile(0.975, 1e6) == pytest.approx(1.95996, abs=1e-4)
+    assert R.t_critical(10**6) == pytest.approx(1.95996, abs=1e-4)
+    # 90%: df=4 2.132
+    assert R.t_critical(5, confidence=0.9) == pytest.approx(2.132, abs=1e-3)
+    with pytest.raises(ValueError, match="n >= 2"):
+        R.t_critical(1)
 
 
 def test_mean_ci_hand_arithmetic():
@@ -148,6 +154,16 @@ def test_mean_ci_hand_arithmetic():
     for j in range(2):
         mj, hj = R.mean_ci(mat[:, j])
         assert mc[j] == pytest.approx(mj) and hc[j] == pytest.approx(hj)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(-100, 100), min_size=2, max_size=8), st.floats(-50, 50), st.floats(0.1, 10))
+def test_mean_ci_is_affine_equivariant(values, shift, scale):
+    """mean(a x + b) = a mean(x) + b and the half-width scales by a (t and n are unchanged)."""
+    m, h = R.mean_ci(values)
+    m2, h2 = R.mean_ci([scale * v + shift for v in values])
+    assert m2 == pytest.approx(scale * m + shift, abs=1e-6)
+    assert h2 == pytest.approx(scale * h, rel=1e-6, abs=1e-6)
 
 
 def test_interpolate_to_grid_uses_common_range():

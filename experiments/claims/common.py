@@ -1,0 +1,265 @@
+"""Shared setup of the trainer-level claim measurements: one config, one start model, one way to
+build engines, play scripted episodes and run training, and ONE function that reads a trainer's
+internals (:func:`run_update`).
+
+Every measurement starts from ``claims_config()``: easy BugFix, 8 train tasks, the tiny policy
+(d_model 32, 1 layer, max_len 256), warm start on 64 noisy-oracle demos (noise 0.3), held-out
+evaluation 8 tasks x 4 samples (and the same on train templates) with tool faults raised to 10 %
+timeouts / 10 % flaky runs. The behaviour-cloning warm start is cached by config hash by
+``experiments.warmstart`` (built in ~10 s when missing) and computed once per process here.
+
+All construction of envs, engines and models for the claims lives in this module, so switching it
+to ``experiments/build.py`` is a change in one place.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import signal
+import tempfile
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+import envs
+from algos.advantages import group_advantages
+from algos.batch import Batch, Trajectory
+from algos.policy import PolicyModel, build_models
+from algos.rollout import RolloutEngine, RolloutRequest, demo_to_trajectory
+from algos.trainer import Trainer
+from envs.tokenizer import get_tokenizer
+from experiments.config import AlgoConfig, TrainConfig, validate
+
+REPO = Path(__file__).resolve().parents[2]
+BUGFIX = envs.BUGFIX_ID
+TOK = get_tokenizer()
+
+
+# ------------------------------------------------------------------------------ config and model
+def claims_config(algo: str = "grpo", **algo_fields) -> TrainConfig:
+    """The one config every measurement starts from (validated). ``algo_fields`` override
+    ``AlgoConfig`` fields of ``algo`` (grpo | ppo)."""
+    c = TrainConfig(algo=AlgoConfig(name=algo, **algo_fields))
+    c.env.kwargs = {"difficulty": "easy"}
+    c.env.train_tasks = 8
+    p = c.policy
+    p.d_model, p.n_layers, p.n_heads, p.max_len, p.init_checkpoint, p.init_seed = 32, 1, 2, 256, "warmstart", 0
+    w = c.warmstart
+    w.noise, w.demos, w.epochs, w.lr, w.batch_rows, w.seed = 0.3, 64, 60, 3e-3, 16, 0
+    w.eval_tasks, w.eval_samples_per_task = 8, 4
+    w.cache_dir = str(REPO / ".cache" / "agentrl" / "warmstart")
+    c.eval.split, c.eval.tasks, c.eval.samples_per_task, c.eval.every, c.eval.train_split = "heldout", 8, 4, 0, True
+    # evaluation injects more tool faults than training (5x), so the recovery-after-tool-failure
+    # metric has episodes to measure; the same for every method and the start model
+    c.eval.env_kwargs = {"timeout_prob": 0.1, "flaky_prob": 0.1}
+    c.rollout.num_envs, c.rollout.temperature, c.rollout.max_action_tokens, c.rollout.staleness = 64, 1.0, 12, 0
+    c.logger.kind, c.progress, c.threads, c.seed = "none", False, 1, 0
+    return validate(c)
+
+
+def algo_config(name: str, **fields) -> AlgoConfig:
+    """``claims_config(name, **fields).algo``: the algorithm section alone."""
+    return claims_config(name, **fields).algo
+
+
+@lru_cache(maxsize=1)
+def start_model_info() -> dict:
+    """The cached warm start of ``claims_config()`` (built when missing): its info dict
+    (``path`` of the checkpoint, its held-out ``success``, ...)."""
+    from experiments.warmstart import ensure_warmstart
+
+    torch.set_num_threads(1)
+    return ensure_warmstart(claims_config(), verbose=False)
+
+
+def start_policy(critic: str = "none") -> PolicyModel:
+    """A fresh copy of the warm-start policy in eval mode (``critic``: none | head)."""
+    from experiments.warmstart import load_policy_weights, policy_shape
+
+    info = start_model_info()
+    c = claims_config()
+    policy, _ = build_models(policy_shape(c, critic=critic), seed=c.policy.init_seed)
+    load_policy_weights(policy, info["path"])
+    return policy.eval()
+
+
+# ------------------------------------------------------------------------------ rollouts
+def snapshot(model: PolicyModel) -> dict:
+    """A detached copy of ``model``'s state dict."""
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+class StaleSampler:
+    """The behaviour policy of ``experiments/train.py``'s asynchronous mode: the policy as it was
+    ``staleness`` updates ago (a separate model loaded from the snapshot taken then), or the policy
+    itself when ``staleness`` is 0. Call :meth:`behavior` before collecting and
+    :meth:`after_update` after each update."""
+
+    def __init__(self, policy: PolicyModel, staleness: int) -> None:
+        self.policy, self.staleness, self.updates = policy, staleness, 0
+        self.model = copy.deepcopy(policy).eval() if staleness > 0 else None
+        self.snapshots: deque = deque([snapshot(policy)], maxlen=staleness + 1)
+
+    def behavior(self) -> tuple[PolicyModel, int]:
+        """(the model to sample with, its policy version: updates done when it was the policy)."""
+        if self.model is None:
+            return self.policy, self.updates
+        self.model.load_state_dict(self.snapshots[0])
+        return self.model, self.updates - (len(self.snapshots) - 1)
+
+    def after_update(self) -> None:
+        self.snapshots.append(snapshot(self.policy))
+        self.updates += 1
+
+
+def make_engine(num_envs: int = 64, compression: dict | None = None, **env_kwargs) -> RolloutEngine:
+    """A BugFix rollout engine with the claims config's lengths and temperature; ``env_kwargs``
+    are added to the config's env kwargs, ``compression`` configures the compression wrapper."""
+    c = claims_config()
+    return RolloutEngine(BUGFIX, num_envs=num_envs, max_len=c.policy.max_len,
+                         max_action_tokens=c.rollout.max_action_tokens, temperature=c.rollout.temperature,
+                         env_kwargs={**c.env.kwargs, **env_kwargs}, compression=compression)
+
+
+def collect(engine: RolloutEngine, policy: PolicyModel, requests: list[RolloutRequest], seed: int,
+            version: int = 0) -> list[Trajectory]:
+    """``engine.collect`` with a sampling generator seeded by ``seed``; tokens carry ``version``."""
+    return engine.collect(policy, requests, policy_version=version, generator=torch.Generator().manual_seed(seed))
+
+
+@lru_cache(maxsize=4)
+def rollout_batch(seed: int, tasks: int = 8, group_size: int = 8, version: int = 3) -> tuple[Trajectory, ...]:
+    """One real GRPO-style rollout batch of the warm-start policy on train tasks ``0..tasks-1``
+    (``group_size`` per task, tokens tagged ``version``); cached, so copy before mutating."""
+    from algos.rollout import make_requests
+
+    engine = make_engine(num_envs=64)
+    reqs = make_requests(tasks, group_size, seed=seed, task_indices=list(range(tasks)))
+    trajs = collect(engine, start_policy(), reqs, seed, version)
+    engine.close()
+    return tuple(trajs)
+
+
+def outcome_advantages(trajectories: Sequence[Trajectory], std: str = "population", eps: float = 1e-6) -> torch.Tensor:
+    """``[N]`` float32 ``A_i = (r_i - mean_g r) / (std_g r + eps)`` of the trajectories' training
+    rewards grouped by ``group_id`` (``algos.advantages.group_advantages``): the reference the
+    GRPO measurements compare the trainer's token advantages with."""
+    rewards = torch.tensor([t.train_reward for t in trajectories], dtype=torch.float32)
+    groups = torch.tensor([t.group_id for t in trajectories], dtype=torch.long)
+    return group_advantages(rewards, groups, std=std, eps=eps)
+
+
+class ScriptAgent:
+    """Plays a fixed list of actions, then ``fallback`` for every further turn."""
+
+    def __init__(self, actions: Sequence[str], fallback: str = "submit") -> None:
+        self.actions, self.fallback = list(actions), fallback
+
+    def reset(self, env, seed: int | None = None) -> None:
+        self.queue = list(self.actions)
+
+    def act(self, observation: str, info: dict) -> str:
+        return self.queue.pop(0) if self.queue else self.fallback
+
+
+def scripted_trajectory(env, agent, seed: int, options: dict, group_id: int = 0) -> Trajectory:
+    """A real env episode of a scripted agent, laid out by the rollout engine's ``record_step``
+    (``demo_to_trajectory``) exactly as a sampled rollout would be."""
+    from experiments.warmstart import play_demo
+
+    c = claims_config()
+    obs, acts, rews, infos, term, trunc = play_demo(env, agent, seed, options)
+    tr = demo_to_trajectory(obs, acts, rews, infos, term, trunc, c.policy.max_len, c.rollout.max_action_tokens,
+                            group_id=group_id)
+    tr.seed, tr.options = seed, dict(options)
+    return tr
+
+
+# ------------------------------------------------------------------------------ training runs
+def train_run(algo: str, algo_fields: dict, budget: int, overrides: Sequence[tuple[str, object]] = ()) -> dict:
+    """One ``experiments.train.run`` in-process into a temporary run directory on
+    ``budget.kind=rollouts`` with ``budget`` rollouts; ``overrides`` are (dotted key, value) pairs
+    set on the config. Returns what the run wrote, read back from disk: ``summary`` (summary.json),
+    ``config`` (config.yaml as a dict) and ``metrics`` (metrics.jsonl, one dict per update)."""
+    from omegaconf import OmegaConf
+
+    from experiments.train import run
+
+    c = claims_config(algo, **algo_fields)
+    c.budget.kind, c.budget.amount = "rollouts", float(budget)
+    for key, value in overrides:
+        obj = c
+        *path, last = key.split(".")
+        for part in path:
+            obj = getattr(obj, part)
+        setattr(obj, last, value)
+    c = validate(c)
+    run_dir = Path(tempfile.mkdtemp(prefix=f"claims-{algo}-"))
+    c.run_dir = str(run_dir)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        run(c)
+        return {
+            "summary": json.loads((run_dir / "summary.json").read_text()),
+            "config": OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml")),
+            "metrics": [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()],
+        }
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------ trainer internals
+@dataclass
+class UpdateView:
+    """What one real update used, for the measurements to inspect (``[R, T]`` unless noted).
+
+    ``metrics``: the update's metrics dict; ``batch``: the collated batch; ``old_logp``: the old
+    log-probs recomputed at update time (the ratio's baseline); ``loss_mask``: tokens that enter
+    the policy loss; ``token_advantages``: the advantages the loss used; ``old_values_raw``: PPO's
+    critic output at every position before the update (None for GRPO); ``gae_layout``: PPO's
+    per-trajectory decision-point layout fed to ``gae`` (``rows, cols, mask, rewards, values,
+    next_values, terminated, truncated``; None for GRPO)."""
+
+    metrics: dict
+    batch: Batch
+    old_logp: torch.Tensor
+    loss_mask: torch.Tensor
+    token_advantages: torch.Tensor
+    old_values_raw: torch.Tensor | None = None
+    gae_layout: dict | None = None
+
+
+def run_update(trainer: Trainer, trajectories: list[Trajectory]) -> UpdateView:
+    """``trainer.update(trajectories)`` through the real code path, and what it used.
+
+    The ONLY place the claims read trainer internals: the instance's ``prepare`` hook is wrapped
+    for the call to catch the collated batch and the update context (nothing else changes); the
+    fields of :class:`UpdateView` are read from them after the update (GRPO fills ``old_logp`` in
+    place during epoch 0, before any step). With the update split into typed steps this becomes
+    ``batch, inputs = trainer.prepare_batch(trajectories)``, ``adv = trainer.advantages(batch,
+    inputs)``, ``metrics = trainer.optimize(batch, inputs, adv)`` and the view's fields read from
+    ``inputs`` (old log-probs, loss mask) and ``adv`` (token advantages, old values, GAE layout)."""
+    seen: dict = {}
+    original = trainer.prepare
+
+    def prepare(batch: Batch, ctx) -> None:
+        seen["batch"], seen["ctx"] = batch, ctx
+        original(batch, ctx)
+
+    trainer.prepare = prepare  # type: ignore[method-assign]
+    try:
+        metrics = trainer.update(trajectories)
+    finally:
+        del trainer.prepare
+    batch, ctx = seen["batch"], seen["ctx"]
+    extras = ctx.extras
+    return UpdateView(metrics=metrics, batch=batch, old_logp=ctx.old_logp, loss_mask=ctx.loss_mask,
+                      token_advantages=extras["advantages"], old_values_raw=extras.get("old_values_raw"),
+                      gae_layout=extras.get("layout"))

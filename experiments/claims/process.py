@@ -1,0 +1,54 @@
+"""Process-reward measurement: a real GRPO trainer farms a biased process reward (C24, trainer
+part; the scripted-agent part is an env measurement)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from experiments.claims.common import start_model_info, train_run
+from experiments.claims.compare import C19_ALGOS
+
+C24_BUDGET = 1024
+C24_BIASED = "biased_process"  # pays 0.1 per test run, whatever the progress
+
+
+@lru_cache(maxsize=2)
+def reward_mode_runs(budget: int = C24_BUDGET, seed: int = 0) -> dict:
+    """GRPO (C19's settings) with ``outcome`` and with :data:`C24_BIASED` reward, from the same
+    start model file (the cached warm start), same seed and budget, 8 x 8 train-template eval
+    samples (cached): ``{mode: run}`` as returned by ``train_run``."""
+    path = start_model_info()["path"]
+    out = {}
+    for mode in ("outcome", C24_BIASED):
+        overrides = (("env.kwargs", {"difficulty": "easy", "reward_mode": mode}), ("policy.init_checkpoint", path),
+                     ("seed", seed), ("eval.samples_per_task", 8))
+        out[mode] = train_run("grpo", C19_ALGOS["grpo"], budget, overrides)
+    return out
+
+
+def quarter_means(rows: list[dict], key: str) -> tuple[float, float]:
+    """Mean of ``key`` over the first and over the last quarter of ``rows`` (at least one row each)."""
+    k = max(len(rows) // 4, 1)
+    first, last = rows[:k], rows[-k:]
+    return sum(r[key] for r in first) / len(first), sum(r[key] for r in last) / len(last)
+
+
+def measure_c24_trainer(budget: int = C24_BUDGET, seed: int = 0) -> dict:
+    """Training reward vs verified success of GRPO under ``outcome`` and biased process reward.
+
+    Two ``experiments.train.run`` runs (:func:`reward_mode_runs`). Per reward mode (``outcome`` /
+    ``biased``): ``updates``; the first- and last-quarter means of the training reward
+    (``reward_first``, ``reward_last``: ``rollout/train_reward_mean``) and of the verified success
+    (``success_first``, ``success_last``: ``rollout/success_rate``, the env's independent verifier);
+    ``turns_last`` (last-quarter ``rollout/mean_turns``); ``eval_train_success`` (final verified
+    success on the train templates, 8 tasks x 8). Also ``budget``, ``seed`` and ``biased_mode``."""
+    runs = reward_mode_runs(budget, seed)
+    out: dict = {"budget": budget, "seed": seed, "biased_mode": C24_BIASED}
+    for name, mode in (("outcome", "outcome"), ("biased", C24_BIASED)):
+        rows = runs[mode]["metrics"]
+        r0, r1 = quarter_means(rows, "rollout/train_reward_mean")
+        s0, s1 = quarter_means(rows, "rollout/success_rate")
+        out[name] = {"updates": len(rows), "reward_first": r0, "reward_last": r1, "success_first": s0,
+                     "success_last": s1, "turns_last": quarter_means(rows, "rollout/mean_turns")[1],
+                     "eval_train_success": runs[mode]["summary"]["eval_train/success"]}
+    return out

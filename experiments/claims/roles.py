@@ -1,0 +1,219 @@
+"""Role measurements: behavior / old / reference / verifier are four fields (C7); tool output is
+observation, not action (C8)."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from algos.batch import Batch, collate
+from algos.losses import aggregate, aggregation_weights, ppo_clip_loss, token_ratios
+from algos.policy import PolicyModel
+from algos.rollout import make_requests
+from algos.trainer import frozen_copy, make_trainer
+from experiments.claims.common import (
+    TOK,
+    StaleSampler,
+    UpdateView,
+    algo_config,
+    claims_config,
+    collect,
+    make_engine,
+    outcome_advantages,
+    rollout_batch,
+    run_update,
+    snapshot,
+    start_model_info,
+    start_policy,
+)
+
+
+# --------------------------------------------------------------------------------------------- C7
+def _max_change(model: PolicyModel, before: dict) -> float:
+    return max(float((p - before[k]).abs().max()) for k, p in model.state_dict().items())
+
+
+def _stale_updates(staleness: int, n_updates: int, seed: int = 7, tasks: int = 4, group_size: int = 8,
+                   lr: float = 1e-3, kl_coef: float = 0.05) -> dict:
+    """``n_updates`` GRPO updates of the warm-start policy with the sampler ``staleness`` updates
+    behind (:class:`StaleSampler`, tokens tagged with its version), with a KL term to a
+    ``frozen_copy`` reference. Returns each update's (view, sampler version, trajectories), the
+    models and how far the policy and the reference moved (max absolute parameter change)."""
+    c = claims_config()
+    policy = start_policy()
+    start = snapshot(policy)
+    reference = frozen_copy(policy)
+    ref_before = snapshot(reference)
+    algo = algo_config("grpo", group_size=group_size, tasks_per_update=tasks, lr=lr, kl_coef=kl_coef)
+    trainer = make_trainer("grpo", algo, policy, None, reference, c.rollout.temperature)
+    sampler = StaleSampler(policy, staleness)
+    engine = make_engine(num_envs=tasks * group_size)
+    updates = []
+    for u in range(n_updates):
+        reqs = make_requests(tasks, group_size, seed=seed * 1000 + u,
+                             task_indices=[(u * tasks + i) % c.env.train_tasks for i in range(tasks)])
+        behavior, version = sampler.behavior()
+        trajs = collect(engine, behavior, reqs, seed * 1000 + u, version)
+        view = run_update(trainer, trajs)
+        sampler.after_update()
+        updates.append({"view": view, "version": version, "trajs": trajs, "policy_version": trainer.updates_done - 1})
+    engine.close()
+    return {"updates": updates, "policy": policy, "reference": reference,
+            "policy_moved": _max_change(policy, start), "reference_moved": _max_change(reference, ref_before)}
+
+
+def _logp_gap(view: UpdateView) -> tuple[float, float]:
+    """(max, mean) of |old - behavior| log-prob over the action tokens of one update."""
+    act = view.batch.action_mask > 0
+    gap = (view.old_logp - view.batch.behavior_logp).abs()[act]
+    return float(gap.max()), float(gap.mean())
+
+
+def measure_c7(staleness: int = 1) -> dict:
+    """Behavior vs old log-probs with a stale and a synchronous sampler; the frozen reference.
+
+    Real rollout engine + real GRPO trainer (KL 0.05 to a ``frozen_copy`` reference, decoupled
+    off-policy correction), warm-start policy, 4 tasks x 8 per update. Stale: the sampler is
+    ``staleness`` updates behind, ``staleness + 1`` updates; synchronous: 2 updates. Returns, for
+    the last stale update: ``sampler_version``, ``policy_version``, ``lag``, the max / mean of
+    |old - behavior| on its ``action_tokens`` (``stale_gap_max`` / ``stale_gap_mean``), the trainer's
+    own ``metric_gap`` (``train/behavior_old_logp_gap``), ``is_weight`` and ``kl_ref`` metrics, the
+    ``token_versions`` on action tokens, and ``separate_fields`` (old and behavior are different
+    tensors and behavior equals what the trajectories stored); ``first_gap_max`` (first stale
+    update, same weights); ``sync_gap_max`` per synchronous update; the reference's
+    ``reference_separate`` (another object, own storage), ``reference_frozen`` (no parameter
+    requires grad), ``reference_moved`` and ``policy_moved``; ``verifier_field`` (every trajectory
+    has ``verified`` apart from ``train_reward``)."""
+    start_model_info()
+    torch.set_num_threads(1)
+    stale = _stale_updates(staleness, staleness + 1)
+    sync = _stale_updates(0, 2)
+    last = stale["updates"][-1]
+    view = last["view"]
+    batch = view.batch
+    act = batch.action_mask > 0
+    gap_max, gap_mean = _logp_gap(view)
+    stored = collate(last["trajs"]).behavior_logp
+    separate = (view.old_logp is not batch.behavior_logp
+                and view.old_logp.data_ptr() != batch.behavior_logp.data_ptr()
+                and torch.equal(stored, batch.behavior_logp))
+    ref, pol = stale["reference"], stale["policy"]
+    return {
+        "staleness": staleness, "updates": len(stale["updates"]), "sampler_version": last["version"],
+        "policy_version": last["policy_version"], "lag": last["policy_version"] - last["version"],
+        "action_tokens": int(act.sum()), "stale_gap_max": gap_max, "stale_gap_mean": gap_mean,
+        "metric_gap": float(view.metrics["train/behavior_old_logp_gap"]),
+        "is_weight": float(view.metrics.get("train/is_weight", float("nan"))),
+        "kl_ref": float(view.metrics.get("train/kl_ref", float("nan"))),
+        "token_versions": sorted(set(batch.policy_version[act].tolist())),
+        "separate_fields": separate,
+        "first_gap_max": _logp_gap(stale["updates"][0]["view"])[0],
+        "sync_gap_max": [_logp_gap(u["view"])[0] for u in sync["updates"]],
+        "reference_separate": ref is not pol and all(p.data_ptr() != q.data_ptr()
+                                                     for p, q in zip(ref.parameters(), pol.parameters())),
+        "reference_frozen": all(not p.requires_grad for p in ref.parameters()),
+        "reference_moved": stale["reference_moved"], "policy_moved": stale["policy_moved"],
+        "verifier_field": all(hasattr(t, "verified") and hasattr(t, "train_reward") for t in last["trajs"]),
+    }
+
+
+# --------------------------------------------------------------------------------------------- C8
+def env_written(batch: Batch) -> torch.Tensor:
+    """``[R, T]`` bool: real tokens outside every turn's sampled span (from the data model's
+    ``Turn`` records, independently of ``action_mask``): BOS, observations, SEP, forced EOS."""
+    sampled = torch.zeros_like(batch.valid)
+    for row in range(batch.num_rows):
+        for turn in batch.segment(row).turns:
+            sampled[row, turn.start: turn.end + 1] = True
+    return batch.valid & ~sampled
+
+
+def observation_mask(batch: Batch) -> torch.Tensor:
+    """The wrong loss mask C8 rules out: every real token but the leading BOS (observations, SEP
+    and forced EOS included), as float ``[R, T]``."""
+    return (batch.valid & (torch.arange(batch.tokens.shape[1]) > 0)).float()
+
+
+def policy_loss_at_old(view: UpdateView, loss_mask: torch.Tensor, algo) -> tuple[float, int]:
+    """The GRPO clipped policy loss of the update's first step (current = old log-probs, ratio 1)
+    with the trajectories' group advantages (:func:`outcome_advantages`, ``algo.std`` /
+    ``algo.adv_eps``) broadcast onto ``loss_mask``, aggregated with weights computed
+    from ``loss_mask`` (``algo.loss_agg``), using ``algos.losses`` on tensors. Returns (loss, the
+    number of env-written tokens whose log-prob gets a non-zero gradient)."""
+    batch = view.batch
+    m = loss_mask > 0
+    logp = view.old_logp.detach().clone().requires_grad_(True)
+    traj_adv = outcome_advantages(batch.trajectories, algo.std, algo.adv_eps).to(logp.dtype)
+    adv = traj_adv[batch.row_traj][:, None] * loss_mask
+    ratio = token_ratios(torch.where(m, logp, logp.detach()), logp.detach())
+    pg, _ = ppo_clip_loss(ratio, adv, algo.clip_low, algo.clip_high, algo.dual_clip)
+    pg = torch.where(m, pg, torch.zeros_like(pg))
+    loss = aggregate(pg, aggregation_weights(loss_mask, algo.loss_agg, traj_ids=batch.row_traj))
+    (grad,) = torch.autograd.grad(loss, logp)
+    return float(loss.detach()), int((grad[env_written(batch)] != 0).sum())
+
+
+def measure_c8(seed: int = 8) -> dict:
+    """Loss weights, advantages and stored per-sample fields of a real GRPO update, and the same
+    batch's policy loss with observation tokens put into the loss mask.
+
+    A real rollout batch (warm-start policy, 8 easy BugFix train tasks x 8, policy version 3,
+    temperature 1.0) through the real GRPO update. Env-written tokens come from the ``Turn`` spans.
+    Returns: counts of env-written tokens (``env_tokens``: ``bos``, ``observation``, ``sep``,
+    ``forced_eos``) and ``sampled_tokens``; the largest |aggregation weight| (weights from the
+    trainer's loss mask, ``algo.loss_agg``) and |advantage| on env tokens, the smallest weight on
+    sampled tokens and whether the sampled tokens are exactly the action mask; per-sample records:
+    ``turns`` / ``capped`` counts and bools ``boundaries_ok`` (SEP before every action),
+    ``eos_ok`` (sampled EOS at each turn end, an env EOS after a capped action), ``padding_ok``
+    (``Batch.valid`` = segment lengths, pad id 0; ``pad_positions``), ``version_ok`` (3 on sampled
+    tokens, -1 elsewhere), ``temperatures`` (stored per trajectory, None when missing) and the
+    engine's ``temperature``; and the demonstration: :func:`policy_loss_at_old` with the trainer's
+    mask (``loss_real``, ``grad_env_real``, ``loss_tokens_real``) vs with :func:`observation_mask`
+    (``loss_observations``, ``grad_env_observations``, ``loss_tokens_observations``)."""
+    start_model_info()
+    torch.set_num_threads(1)
+    trajs = list(copy.deepcopy(rollout_batch(seed)))
+    temperature = claims_config().rollout.temperature
+    algo = algo_config("grpo", group_size=8, tasks_per_update=8)
+    trainer = make_trainer("grpo", algo, start_policy(), temperature=temperature)
+    view = run_update(trainer, trajs)
+    batch, adv = view.batch, view.token_advantages
+    weights = aggregation_weights(view.loss_mask, algo.loss_agg, traj_ids=batch.row_traj)
+    env = env_written(batch)
+    act = batch.action_mask > 0
+    sampled = batch.valid & ~env
+    n_bos = int((batch.tokens[env] == TOK.bos_id).sum())
+    n_sep = int((batch.tokens[env] == TOK.sep_id).sum())
+    n_eos = int((batch.tokens[env] == TOK.eos_id).sum())
+    boundaries = eos_ok = True
+    n_turns = n_capped = 0
+    for tr in trajs:
+        for seg in tr.segments:
+            for t in seg.turns:
+                n_turns += 1
+                boundaries &= seg.tokens[t.start - 1] == TOK.sep_id and t.start <= t.end
+                if t.capped:
+                    n_capped += 1
+                    eos_ok &= seg.tokens[t.end + 1] == TOK.eos_id and seg.action_mask[t.end + 1] == 0
+                else:
+                    eos_ok &= seg.tokens[t.end] == TOK.eos_id and seg.action_mask[t.end] == 1
+    lengths = torch.tensor([len(batch.segment(r)) for r in range(batch.num_rows)])
+    loss_real, grad_real = policy_loss_at_old(view, view.loss_mask, algo)
+    wrong = observation_mask(batch)
+    loss_obs, grad_obs = policy_loss_at_old(view, wrong, algo)
+    return {
+        "rollouts": len(trajs), "rows": batch.num_rows, "width": int(batch.tokens.shape[1]),
+        "env_tokens": int(env.sum()), "bos": n_bos, "sep": n_sep, "forced_eos": n_eos,
+        "observation": int(env.sum()) - n_bos - n_sep - n_eos, "sampled_tokens": int(sampled.sum()),
+        "env_weight_max": float(weights[env].abs().max()), "env_advantage_max": float(adv[env].abs().max()),
+        "sampled_weight_min": float(weights[sampled].min()), "sampled_is_action_mask": torch.equal(sampled, act),
+        "turns": n_turns, "capped": n_capped, "boundaries_ok": bool(boundaries), "eos_ok": bool(eos_ok),
+        "pad_positions": int((~batch.valid).sum()),
+        "padding_ok": torch.equal(batch.valid.sum(1), lengths) and bool((batch.tokens[~batch.valid] == 0).all()),
+        "version_ok": (set(batch.policy_version[act].tolist()) == {3}
+                       and bool((batch.policy_version[~act] == -1).all())),
+        "temperature": temperature, "temperatures": sorted({t.temperature for t in trajs}, key=lambda v: (v is None, v)),
+        "loss_real": loss_real, "grad_env_real": grad_real, "loss_tokens_real": int((view.loss_mask > 0).sum()),
+        "loss_observations": loss_obs, "grad_env_observations": grad_obs, "loss_tokens_observations": int((wrong > 0).sum()),
+    }

@@ -1,0 +1,30 @@
+"""``python -m experiments.report DIR [--title T]``: render the report of the sweep in ``DIR``
+(exit 2 with a one-line ``report: ...`` error when a run breaks the contract)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from experiments.report.keys import ReportError
+from experiments.report.markdown import render_report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Render the GRPO-vs-PPO report from any sweep directory.")
+    parser.add_argument("sweep_dir", help="directory searched recursively for run directories")
+    parser.add_argument("--title", default=None)
+    args = parser.parse_args(argv)
+    try:
+        report = render_report(args.sweep_dir, title=args.title)
+    except ReportError as e:
+        print(f"report: {e}", file=sys.stderr)
+        return 2
+    print(report.markdown)
+    print(f"\n[report written to {report.path}]", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""Loading run directories: find them under a sweep, read and validate each against the contract
+in :mod:`experiments.report.keys`, and group them by environment and method."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from experiments.report.keys import (
+    CRITIC_EV_KEY,
+    CRITIC_KEYS,
+    CURVE_AXES,
+    METHODS_WITH_CRITIC,
+    METRIC_KEYS,
+    REQUIRED_CONFIG_KEYS,
+    RUN_FILES,
+    STOP_PREFIX,
+    SUMMARY_KEYS,
+    ReportError,
+)
+
+
+@dataclass
+class Run:
+    """One run directory: its resolved config, its metrics lines (one per update) and its summary."""
+
+    run_dir: Path
+    algo: str
+    env: str
+    seed: int
+    config: dict[str, Any]
+    metrics: list[dict[str, Any]]
+    summary: dict[str, Any]
+
+    def series(self, key: str, x_key: str = "compute/rollouts") -> tuple[np.ndarray, np.ndarray]:
+        """(x, y) of the lines holding ``key`` (x is the compute counter ``x_key``)."""
+        rows = [r for r in self.metrics if r.get(key) is not None and math.isfinite(float(r[key]))]
+        x = np.array([float(r[x_key]) for r in rows])
+        y = np.array([float(r[key]) for r in rows])
+        return x, y
+
+    def has(self, key: str) -> bool:
+        return any(key in r and r[key] is not None for r in self.metrics)
+
+
+def config_get(config: Mapping[str, Any], dotted: str) -> Any:
+    """``config["a"]["b"]`` for ``dotted="a.b"``; ``KeyError(dotted)`` when a part is missing."""
+    node: Any = config
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            raise KeyError(dotted)
+        node = node[part]
+    return node
+
+
+def config_value(config: Mapping[str, Any], run_dir: Path, *candidates: str) -> Any:
+    """The first of the dotted ``candidates`` present in ``config``; :class:`ReportError` naming the run otherwise."""
+    for dotted in candidates:
+        try:
+            return config_get(config, dotted)
+        except KeyError:
+            continue
+    raise ReportError(f"config.yaml of run {run_dir} has no {' / '.join(candidates)}")
+
+
+def find_run_dirs(root: str | Path) -> list[Path]:
+    """Directories under ``root`` (inclusive) holding metrics.jsonl, config.yaml and summary.json."""
+    root = Path(root)
+    found = []
+    for metrics in sorted(root.rglob("metrics.jsonl")):
+        d = metrics.parent
+        if all((d / f).is_file() for f in RUN_FILES):
+            found.append(d)
+    return found
+
+
+def load_run(run_dir: str | Path) -> Run:
+    """Read and validate one run directory (:func:`validate_run`)."""
+    from omegaconf import OmegaConf
+
+    run_dir = Path(run_dir)
+    config = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
+    assert isinstance(config, dict)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    metrics = []
+    for i, line in enumerate((run_dir / "metrics.jsonl").read_text().splitlines(), start=1):
+        if line.strip():
+            try:
+                metrics.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ReportError(f"{run_dir}/metrics.jsonl line {i} is not JSON: {e}") from None
+    if not metrics:
+        raise ReportError(f"{run_dir}/metrics.jsonl has no updates")
+    algo = str(config_value(config, run_dir, "algo.name"))
+    env = str(config_value(config, run_dir, "env.name"))
+    seed = int(config_value(config, run_dir, "seed"))
+    run = Run(run_dir, algo, env, seed, config, metrics, summary)
+    validate_run(run)
+    return run
+
+
+def validate_run(run: Run) -> None:
+    """Raise :class:`ReportError` naming the first missing required key and the run dir."""
+    where = run.run_dir
+    for key in SUMMARY_KEYS:
+        if key not in run.summary:
+            raise ReportError(f"summary.json of run {where} is missing required key {key!r}")
+    for i, row in enumerate(run.metrics, start=1):
+        for key in ("update", "algo", *CURVE_AXES):
+            if key not in row:
+                raise ReportError(f"metrics.jsonl line {i} of run {where} is missing required key {key!r}")
+        if row["algo"] != run.algo:
+            raise ReportError(
+                f"metrics.jsonl line {i} of run {where} has algo={row['algo']!r} "
+                f"but config.yaml says algo.name={run.algo!r}"
+            )
+    required = dict(METRIC_KEYS)
+    if run.algo in METHODS_WITH_CRITIC:
+        required.update(CRITIC_KEYS)
+    for key in required:
+        if not run.has(key):
+            raise ReportError(f"metrics.jsonl of run {where} never has required key {key!r}")
+    if run.algo in METHODS_WITH_CRITIC:
+        for i, row in enumerate(run.metrics, start=1):
+            if (row.get("critic/heldout_points") or 0) >= 2 and CRITIC_EV_KEY not in row:
+                raise ReportError(
+                    f"metrics.jsonl line {i} of run {where} has critic/heldout_points="
+                    f"{row['critic/heldout_points']} but no {CRITIC_EV_KEY!r}"
+                )
+    if not any(k.startswith(STOP_PREFIX) for r in run.metrics for k in r):
+        raise ReportError(f"metrics.jsonl of run {where} has no {STOP_PREFIX}<reason> counters")
+    for key in REQUIRED_CONFIG_KEYS:
+        config_value(run.config, where, key)
+
+
+def load_runs(root: str | Path) -> list[Run]:
+    """Every run directory under ``root``; :class:`ReportError` when there is none."""
+    dirs = find_run_dirs(root)
+    if not dirs:
+        raise ReportError(f"no run directories (with {', '.join(RUN_FILES)}) under {root}")
+    return [load_run(d) for d in dirs]
+
+
+def _method_order(methods: Iterable[str]) -> list[str]:
+    preferred = ["grpo", "ppo"]
+    ms = set(methods)
+    return [m for m in preferred if m in ms] + sorted(ms - set(preferred))
+
+
+def group_runs(runs: Sequence[Run]) -> dict[str, dict[str, list[Run]]]:
+    """``{env: {method: [runs sorted by seed]}}``."""
+    out: dict[str, dict[str, list[Run]]] = {}
+    for r in runs:
+        out.setdefault(r.env, {}).setdefault(r.algo, []).append(r)
+    for env in out:
+        out[env] = {m: sorted(out[env][m], key=lambda r: r.seed) for m in _method_order(out[env])}
+    return dict(sorted(out.items()))

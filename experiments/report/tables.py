@@ -1,0 +1,154 @@
+"""The report's numbers: per-env x method rows of the final and diagnostics tables (mean ± CI over
+seeds), stop-reason totals, the measured mixed-group rate next to P_mix, and what makes a
+comparison not compute-matched."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from experiments.report.keys import CRITIC_EV_KEY, EV_NA, METHODS_WITH_CRITIC, STOP_PREFIX, TABLE_SUMMARY_KEYS
+from experiments.report.load import Run, config_get
+from experiments.report.stats import fmt_seeds
+
+
+def stop_reason_totals(runs: Sequence[Run]) -> dict[str, float]:
+    """Sum of ``rollout/stop/<reason>`` over every update of every run (reason -> count)."""
+    totals: dict[str, float] = {}
+    for run in runs:
+        for row in run.metrics:
+            for k, v in row.items():
+                if k.startswith(STOP_PREFIX) and v is not None:
+                    reason = k[len(STOP_PREFIX):]
+                    totals[reason] = totals.get(reason, 0.0) + float(v)
+    return totals
+
+
+def p_mix_series(run: Run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(x, measured mixed-group rate, P_mix(p_t, G)) over the updates that hold both
+    ``rollout/mixed_group_rate`` and a finite ``rollout/success_rate`` p_t (an update whose
+    episodes were all masked has no p); G = ``algo.group_size`` of the run's config."""
+    from algos.metrics import mixed_group_probability
+
+    g = int(config_get(run.config, "algo.group_size"))
+    xs, measured, predicted = [], [], []
+    for row in run.metrics:
+        p, m = row.get("rollout/success_rate"), row.get("rollout/mixed_group_rate")
+        if p is None or m is None or not math.isfinite(float(p)) or not math.isfinite(float(m)):
+            continue
+        xs.append(float(row["compute/rollouts"]))
+        measured.append(float(m))
+        predicted.append(mixed_group_probability(float(p), g))
+    return np.array(xs), np.array(measured), np.array(predicted)
+
+
+def test_budget(run: Run) -> str:
+    """``"<tasks> tasks x <k> samples"``: the held-out evaluation's test-time sampling budget."""
+    return f"{config_get(run.config, 'eval.tasks')} tasks x {config_get(run.config, 'eval.samples_per_task')} samples"
+
+
+def summary_values(runs: Sequence[Run], key: str) -> list[Any]:
+    return [r.summary[key] for r in runs]
+
+
+def final_table(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list[list[Any]]:
+    rows = []
+    for env, methods in groups.items():
+        for method, runs in methods.items():
+            budgets = sorted({test_budget(r) for r in runs})
+            row: list[Any] = [env, method, len(runs), ", ".join(budgets)]
+            row += [fmt_seeds(summary_values(runs, k)) for k in TABLE_SUMMARY_KEYS]
+            rows.append(row)
+    return rows
+
+
+def fairness_warnings(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list[str]:
+    """What differs across runs that C19 says must be fixed: test budget, training budget (kind
+    and amount), start model; and whether the methods ran the same seeds."""
+    out = []
+    for env, methods in groups.items():
+        all_runs = [r for runs in methods.values() for r in runs]
+        budgets = {test_budget(r) for r in all_runs}
+        if len(budgets) > 1:
+            out.append(f"{env}: test budgets differ across runs ({', '.join(sorted(budgets))})")
+        budgets = {f"{config_get(r.config, 'budget.kind')}={config_get(r.config, 'budget.amount')}" for r in all_runs}
+        if len(budgets) > 1:
+            out.append(f"{env}: training budgets differ across runs ({', '.join(sorted(budgets))})")
+        starts = {str(r.summary["start_model/path"]) for r in all_runs}
+        if len(starts) > 1:
+            out.append(f"{env}: start models differ across runs ({', '.join(sorted(starts))})")
+        seeds = {m: tuple(r.seed for r in runs) for m, runs in methods.items()}
+        if len(set(seeds.values())) > 1:
+            out.append(f"{env}: methods ran different seeds ({seeds})")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def ordered_reasons(totals: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """Reasons present in ``totals`` in ``envs.stop.StopReason`` order, unknown ones after (sorted)."""
+    from envs.stop import StopReason
+
+    present = {r for t in totals.values() for r in t}
+    known = [r.value for r in StopReason if r.value in present]
+    return known + sorted(present - set(known))
+
+
+def _per_run_mean(run: Run, key: str) -> float:
+    _, y = run.series(key)
+    return float(np.mean(y)) if y.size else float("nan")
+
+
+def _per_run_last(run: Run, key: str) -> float:
+    _, y = run.series(key)
+    return float(y[-1]) if y.size else float("nan")
+
+
+def _pmix_gap(run: Run) -> float:
+    """Mean over updates of |measured mixed-group rate - P_mix(measured success rate, G)|."""
+    _, measured, predicted = p_mix_series(run)
+    return float(np.mean(np.abs(measured - predicted))) if measured.size else float("nan")
+
+
+DIAG_COLUMNS = (
+    "env",
+    "method",
+    "G",
+    "mixed-group rate (mean over updates)",
+    "measured minus P_mix, abs (mean over updates)",
+    "all-0 groups",
+    "all-1 groups",
+    "critic EV held-out (last)",
+    "agg weight shift (mean)",
+)
+
+
+def diagnostics_table(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list[list[Any]]:
+    rows = []
+    for env, methods in groups.items():
+        for method, runs in methods.items():
+            gs = sorted({int(config_get(r.config, "algo.group_size")) for r in runs})
+            if method in METHODS_WITH_CRITIC:
+                ev = fmt_seeds([_per_run_last(r, CRITIC_EV_KEY) for r in runs])
+                if ev == "n/a":
+                    ev = EV_NA
+            else:
+                ev = f"n/a ({method.upper()} has no critic)"
+            rows.append(
+                [
+                    env,
+                    method,
+                    ", ".join(map(str, gs)),
+                    fmt_seeds([_per_run_mean(r, "rollout/mixed_group_rate") for r in runs]),
+                    fmt_seeds([_pmix_gap(r) for r in runs]),
+                    fmt_seeds([_per_run_mean(r, "rollout/all_zero_rate") for r in runs]),
+                    fmt_seeds([_per_run_mean(r, "rollout/all_one_rate") for r in runs]),
+                    ev,
+                    fmt_seeds([_per_run_mean(r, "train/agg_weight_shift") for r in runs]),
+                ]
+            )
+    return rows
