@@ -21,7 +21,7 @@ import signal
 import tempfile
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 
@@ -239,27 +239,15 @@ class UpdateView:
 def run_update(trainer: Trainer, trajectories: list[Trajectory]) -> UpdateView:
     """``trainer.update(trajectories)`` through the real code path, and what it used.
 
-    The ONLY place the claims read trainer internals: the instance's ``prepare`` hook is wrapped
-    for the call to catch the collated batch and the update context (nothing else changes); the
-    fields of :class:`UpdateView` are read from them after the update (GRPO fills ``old_logp`` in
-    place during epoch 0, before any step). With the update split into typed steps this becomes
-    ``batch, inputs = trainer.prepare_batch(trajectories)``, ``adv = trainer.advantages(batch,
-    inputs)``, ``metrics = trainer.optimize(batch, inputs, adv)`` and the view's fields read from
-    ``inputs`` (old log-probs, loss mask) and ``adv`` (token advantages, old values, GAE layout)."""
-    seen: dict = {}
-    original = trainer.prepare
-
-    def prepare(batch: Batch, ctx) -> None:
-        seen["batch"], seen["ctx"] = batch, ctx
-        original(batch, ctx)
-
-    trainer.prepare = prepare  # type: ignore[method-assign]
-    try:
-        metrics = trainer.update(trajectories)
-    finally:
-        del trainer.prepare
-    batch, ctx = seen["batch"], seen["ctx"]
-    extras = ctx.extras
-    return UpdateView(metrics=metrics, batch=batch, old_logp=ctx.old_logp, loss_mask=ctx.loss_mask,
-                      token_advantages=extras["advantages"], old_values_raw=extras.get("old_values_raw"),
-                      gae_layout=extras.get("layout"))
+    The ONLY place the claims read trainer internals: ``trainer.update_record`` runs the three
+    typed steps (``prepare_batch`` -> ``advantages`` -> ``optimize``) exactly as ``update`` does and
+    returns their outputs; the view's fields are read from its ``inputs`` (old log-probs, loss mask,
+    old critic values) and ``advantages`` (token advantages, GAE layout as a dict of its fields)."""
+    rec = trainer.update_record(trajectories)
+    if rec.inputs is None or rec.advantages is None:
+        raise ValueError("the update was skipped: no trajectory was left to train on")
+    adv = rec.advantages
+    layout = None if adv.layout is None else {f.name: getattr(adv.layout, f.name) for f in fields(adv.layout)}
+    return UpdateView(metrics=rec.metrics, batch=rec.batch, old_logp=rec.inputs.old_logp,
+                      loss_mask=rec.inputs.loss_mask, token_advantages=adv.tokens,
+                      old_values_raw=rec.inputs.old_values, gae_layout=layout)
