@@ -52,6 +52,12 @@ def _check_unit_interval(name: str, value: float) -> float:
     return float(value)
 
 
+def _check_eps(eps: float) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not (eps >= 0.0 and math.isfinite(eps)):
+        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
+    return float(eps)
+
+
 def _as_float(name: str, x: Tensor) -> Tensor:
     if not isinstance(x, Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
@@ -137,8 +143,7 @@ def group_advantages(
     rewards are all identical (singletons included) get exactly 0.0, not r/eps-sized noise.
     """
     _ddof_for(std)
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not (eps >= 0.0 and math.isfinite(eps)):
-        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
+    _check_eps(eps)
     mean, group_std, constant = group_mean_std(rewards, group_ids, std)
     rewards = _as_float("rewards", rewards)
     centered = torch.where(constant, torch.zeros_like(rewards), rewards - mean)
@@ -148,12 +153,6 @@ def group_advantages(
     # eps=0 gives 0 / 1 = 0 there rather than 0 / 0.
     denom = torch.where(constant, torch.ones_like(group_std), group_std + eps)
     return centered / denom
-
-
-def _check_eps(eps: float) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not (eps >= 0.0 and math.isfinite(eps)):
-        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
-    return float(eps)
 
 
 def rloo_advantages(rewards: Tensor, group_ids: Tensor) -> Tensor:
