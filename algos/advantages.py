@@ -1,4 +1,5 @@
-"""Advantage estimators: GRPO group-relative advantages and GAE across episode and segment ends.
+"""Advantage estimators: GRPO group-relative advantages, RLOO, process-supervised GRPO, GiGPO step
+groups, and GAE across episode and segment ends.
 
 Pure math: tensors in, tensors out; no environment, no I/O. Boundary semantics (DESIGN.md):
 
@@ -49,6 +50,12 @@ def _check_unit_interval(name: str, value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value <= 1.0:
         raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
     return float(value)
+
+
+def _check_eps(eps: float) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not (eps >= 0.0 and math.isfinite(eps)):
+        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
+    return float(eps)
 
 
 def _as_float(name: str, x: Tensor) -> Tensor:
@@ -136,8 +143,7 @@ def group_advantages(
     rewards are all identical (singletons included) get exactly 0.0, not r/eps-sized noise.
     """
     _ddof_for(std)
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not (eps >= 0.0 and math.isfinite(eps)):
-        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
+    _check_eps(eps)
     mean, group_std, constant = group_mean_std(rewards, group_ids, std)
     rewards = _as_float("rewards", rewards)
     centered = torch.where(constant, torch.zeros_like(rewards), rewards - mean)
@@ -147,6 +153,131 @@ def group_advantages(
     # eps=0 gives 0 / 1 = 0 there rather than 0 / 0.
     denom = torch.where(constant, torch.ones_like(group_std), group_std + eps)
     return centered / denom
+
+
+def rloo_advantages(rewards: Tensor, group_ids: Tensor) -> Tensor:
+    """A_i = r_i - (sum_{j in g, j != i} r_j) / (n_g - 1)   (leave-one-out baseline; n_g = 1: A_i = 0).
+
+    Equivalently A_i = n_g / (n_g - 1) * (r_i - mean_g). Shapes: ``rewards`` [N] (float; int/bool
+    are converted), ``group_ids`` [N] integer (any values, any order). Returns [N]. A group whose
+    rewards are all identical (singletons included) gets exactly 0.0.
+    """
+    rewards = _as_float("rewards", rewards)
+    if rewards.dim() != 1:
+        raise ValueError(f"rewards must be 1-D [N], got shape {tuple(rewards.shape)}")
+    n = rewards.shape[0]
+    inverse, n_groups = _group_index(group_ids, n)
+    _, _, constant = group_mean_std(rewards, group_ids, "none")
+    counts = torch.zeros(n_groups, dtype=rewards.dtype).index_add_(0, inverse, torch.ones_like(rewards))[inverse]
+    sums = torch.zeros(n_groups, dtype=rewards.dtype).index_add_(0, inverse, rewards)[inverse]
+    others = (sums - rewards) / (counts - 1).clamp(min=1.0)
+    return torch.where(constant, torch.zeros_like(rewards), rewards - others)
+
+
+def _check_steps(step_values: Tensor, step_mask: Tensor, n: int, name: str) -> tuple[Tensor, Tensor]:
+    """``(float [N, S], bool [N, S])`` from a per-step value tensor and its mask."""
+    step_values = _as_float(name, step_values)
+    if step_values.dim() != 2 or step_values.shape[0] != n:
+        raise ValueError(f"{name} must be 2-D [N={n}, S], got shape {tuple(step_values.shape)}")
+    mask = _as_bool("step_mask", step_mask)
+    if mask.shape != step_values.shape:
+        raise ValueError(f"step_mask has shape {tuple(mask.shape)}, expected {tuple(step_values.shape)} "
+                         f"(the shape of {name})")
+    return step_values, mask
+
+
+def process_group_advantages(
+    step_rewards: Tensor,
+    step_mask: Tensor,
+    group_ids: Tensor,
+    std: str = "population",
+    eps: float = 1e-6,
+) -> Tensor:
+    """r~[i, s] = (r[i, s] - mu_g) / (sigma_g + eps);   A[i, s] = sum_{s' >= s, mask[i, s']} r~[i, s'].
+
+    Process-supervised GRPO (DeepSeekMath section 4.1.3): ``mu_g`` and ``sigma_g`` are the mean and
+    std (``std``: population | sample; "none": r~ = r - mu_g, no division) of ALL masked step
+    rewards of ALL members of group g (g = group of i); each step's advantage is the sum of the
+    normalised rewards of the steps from its own step on. A group whose masked step rewards are
+    all equal gets r~ = 0 (exactly). Shapes: ``step_rewards`` [N, S] float, ``step_mask`` [N, S]
+    bool (or 0/1) marking real steps, ``group_ids`` [N] integer. Returns [N, S]; unmasked steps 0.
+    """
+    _ddof_for(std)
+    eps = _check_eps(eps)
+    first = _as_float("step_rewards", step_rewards)
+    n = first.shape[0] if first.dim() else -1
+    r, mask = _check_steps(step_rewards, step_mask, n, "step_rewards")
+    _group_index(group_ids, n)
+    rows = torch.arange(r.shape[0])[:, None].expand_as(mask)
+    normalised = torch.zeros_like(r)
+    normalised[mask] = group_advantages(r[mask], group_ids[rows[mask]], std=std, eps=eps)
+    to_go = torch.flip(torch.cumsum(torch.flip(normalised, [1]), 1), [1])
+    return torch.where(mask, to_go, torch.zeros_like(to_go))
+
+
+def gigpo_advantages(
+    episode_rewards: Tensor,
+    group_ids: Tensor,
+    step_returns: Tensor,
+    step_mask: Tensor,
+    anchor_ids: Tensor,
+    omega: float = 1.0,
+    std: str = "population",
+    eps: float = 1e-6,
+) -> Tensor:
+    """A[i, s] = A_E[i] + omega * A_S[i, s] on masked steps, 0 elsewhere   (GiGPO), with
+
+        A_E[i]    = (R_i - mean_g R) / (std_g R + eps)       = group_advantages(episode_rewards)
+        A_S[i, s] = (G[i, s] - mean_k G) / (std_k G + eps)   over the step group k of (i, s):
+                    every masked (j, s') with group_ids[j] == group_ids[i] and
+                    anchor_ids[j, s'] == anchor_ids[i, s] (the same state, reached at any turn,
+                    by any member, the trajectory itself included).
+
+    ``std`` (population | sample | none: centred only) and ``eps`` apply to both levels;
+    singleton and constant groups (episode or step level) give exactly 0. ``G = step_returns``
+    are the discounted returns-to-go per step (``discounted_returns`` with ``algo.gamma``).
+    Shapes: ``episode_rewards`` [N] float, ``group_ids`` [N] integer, ``step_returns`` [N, S]
+    float, ``step_mask`` [N, S] bool (or 0/1), ``anchor_ids`` [N, S] integer (int64; values at
+    unmasked steps are ignored), ``omega`` a finite number >= 0. Returns [N, S].
+    """
+    _ddof_for(std)
+    eps = _check_eps(eps)
+    if isinstance(omega, bool) or not isinstance(omega, numbers.Real) or not (omega >= 0.0 and math.isfinite(omega)):
+        raise ValueError(f"omega must be a finite number >= 0, got {omega!r}")
+    episode_adv = group_advantages(episode_rewards, group_ids, std=std, eps=eps)
+    n = episode_adv.shape[0]
+    ret, mask = _check_steps(step_returns, step_mask, n, "step_returns")
+    if not isinstance(anchor_ids, Tensor) or anchor_ids.dtype.is_floating_point or anchor_ids.dtype.is_complex \
+            or anchor_ids.dtype == torch.bool:
+        got = anchor_ids.dtype if isinstance(anchor_ids, Tensor) else type(anchor_ids).__name__
+        raise ValueError(f"anchor_ids must be an integer tensor (int64), got {got}")
+    if anchor_ids.shape != ret.shape:
+        raise ValueError(f"anchor_ids has shape {tuple(anchor_ids.shape)}, expected {tuple(ret.shape)} "
+                         f"(the shape of step_returns)")
+    group_index, _ = _group_index(group_ids, n)
+    rows = torch.arange(n)[:, None].expand_as(mask)
+    pairs = torch.stack([group_index[rows[mask]], anchor_ids[mask].to(torch.int64)], dim=1)
+    step_group = torch.unique(pairs, dim=0, return_inverse=True)[1] if pairs.shape[0] else pairs[:, 0]
+    step_adv = torch.zeros_like(ret)
+    step_adv[mask] = group_advantages(ret[mask], step_group, std=std, eps=eps)
+    total = episode_adv.to(ret.dtype)[:, None] + float(omega) * step_adv
+    return torch.where(mask, total, torch.zeros_like(total))
+
+
+def step_group_counts(group_ids: Tensor, step_mask: Tensor, anchor_ids: Tensor) -> tuple[int, Tensor]:
+    """``(number of step groups of size >= 2, size [N, S] of each masked step's step group, 0
+    elsewhere)``; step groups as in :func:`gigpo_advantages` (same group id, same anchor id)."""
+    mask = _as_bool("step_mask", step_mask)
+    n = mask.shape[0]
+    group_index, _ = _group_index(group_ids, n)
+    rows = torch.arange(n)[:, None].expand_as(mask)
+    pairs = torch.stack([group_index[rows[mask]], anchor_ids[mask].to(torch.int64)], dim=1)
+    sizes = torch.zeros(mask.shape, dtype=torch.long)
+    if not pairs.shape[0]:
+        return 0, sizes
+    _, inverse, counts = torch.unique(pairs, dim=0, return_inverse=True, return_counts=True)
+    sizes[mask] = counts[inverse]
+    return int((counts >= 2).sum()), sizes
 
 
 def _check_gae_inputs(

@@ -14,7 +14,9 @@ Per token (aligned to the token index ``t``):
                          weights); 0 for env-written tokens
   ``policy_version[t]``  version of the weights that sampled it; -1 for env-written tokens
 Per turn (one action = one tool call): first/last sampled token index, reward (placed on the last
-sampled token), tool status, whether the action hit the length cap.
+sampled token), tool status, whether the action hit the length cap, and the anchor ``state_key``
+of the state the action was chosen in (``info["state_key"]`` of the reset or of the previous step;
+-1 when the env gives none): GiGPO's step groups.
 Per segment: ``start`` (reset|compression), ``end`` (terminated|truncated|compressed|masked); for a
 compressed end the continuation context (token ids of the compressed observation the episode
 continued from: the next segment starts ``[BOS] continuation [SEP]``); for a truncated end the
@@ -46,6 +48,8 @@ class Turn:
     reward: float = 0.0
     tool_status: str = "ok"
     capped: bool = False
+    # info["state_key"] (64-bit state hash) of the state the action was chosen in; -1: none given
+    state_key: int = -1
 
 
 @dataclass
@@ -94,6 +98,11 @@ class Trajectory:
     # sampling temperature the behavior log-probs were taken at (None: scripted demo, not sampled)
     temperature: float | None = None
     final_info: dict = field(default_factory=dict)
+
+    @property
+    def state_keys(self) -> list[int]:
+        """Per turn of the whole trajectory (all segments, in order): ``Turn.state_key``."""
+        return [turn.state_key for seg in self.segments for turn in seg.turns]
 
 
 class ContextBuilder:

@@ -1,7 +1,8 @@
 """The trainer registry: algorithm name -> ``Trainer`` subclass.
 
 A leaf module (it imports nothing from ``algos``), so ``algos.trainer`` (the base class) and the
-algorithms (``algos.grpo``, ``algos.ppo``) can all import it without importing each other.
+algorithms (``algos.grpo``, ``algos.ppo``, ``algos.rloo``, ``algos.gigpo``, ``algos.grpo_process``)
+can all import it without importing each other.
 ``@register("name")`` on a class adds it; ``make_trainer(name, ...)`` builds one. The built-in
 algorithms live in ``BUILTIN_MODULES`` and are imported on the first lookup, so a caller never has
 to import them for their side effect.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import importlib
 
 # modules whose import registers the built-in trainers
-BUILTIN_MODULES = ("algos.grpo", "algos.ppo")
+BUILTIN_MODULES = ("algos.grpo", "algos.ppo", "algos.rloo", "algos.gigpo", "algos.grpo_process")
 
 # algorithm name -> Trainer subclass (filled by ``register``)
 TRAINERS: dict[str, type] = {}

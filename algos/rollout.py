@@ -203,6 +203,7 @@ class RolloutEngine:
         """Close the action, step the env, lay out what the policy sees next. True when done."""
         builder = s.builder
         turn = builder.end_action(capped)
+        turn.state_key = state_key_of(s.last_info)  # the state the action was chosen in
         seg = builder.seg
         words = seg.tokens[turn.start: turn.end + 1]
         if not capped:
@@ -224,6 +225,13 @@ class RolloutEngine:
         else:
             s.pending = last_fed + ids
         return False
+
+
+def state_key_of(info: dict) -> int:
+    """``int(info["state_key"])`` (the env's 64-bit hash of the state the next tool outputs depend
+    on), or -1 when the env gives none."""
+    key = info.get("state_key")
+    return -1 if key is None else int(key)
 
 
 def record_step(builder: ContextBuilder, traj: Trajectory, turn, obs: str, reward: float, terminated: bool,
@@ -320,6 +328,7 @@ def demo_to_trajectory(observations: list[str], actions: list[str], rewards: lis
             builder.add_sampled(w, 0.0, -1)
         traj.generated_tokens += len(words) + 1
         turn = builder.end_action(capped=False)
+        turn.state_key = state_key_of(infos[t])
         last = t == len(actions) - 1
         kind, _ = record_step(builder, traj, turn, observations[t + 1], rewards[t],
                               terminated and last, truncated and last, infos[t + 1], max_action_tokens)
@@ -379,4 +388,4 @@ def make_requests(
 
 
 __all__ = ["RolloutEngine", "RolloutRequest", "TOOL_FAILURE_STATUSES", "demo_to_trajectory", "evaluate",
-           "make_requests", "read_env_tokens", "record_step"]
+           "make_requests", "read_env_tokens", "record_step", "state_key_of"]
