@@ -17,7 +17,7 @@ INTEGER_RANGE = (-99, 199)
 COMMON_WORDS = [
     "error:", "unknown", "action", "malformed", "usage:", "ok", "done", "episode", "ended",
     "turn", "turns", "left", ":", ",", ".", "(", ")", "=", "->", "[", "]", "|", "#",
-    "yes", "no", "true", "false", "task", "summary", "context", "compressed",
+    "yes", "no", "true", "false", "task", "summary", "context", "compressed", "whitespace",
 ]
 
 # Owned by envs/bugfix.py, envs/tools.py, envs/verifier.py.

@@ -50,7 +50,7 @@ class BugFixConfig:
     """
 
     program_lines: tuple[int, int] = (2, 3)
-    bug_kinds: tuple[str, ...] = ("flip_operator", "invert_condition", "change_comparison", "change_constant", "wrong_variable")
+    bug_kinds: tuple[str, ...] = ("flip_operator", "invert_condition", "change_comparison", "change_constant")
     n_bugs: int = 1
     hints: bool = True
     max_turns: int = 5
@@ -114,7 +114,7 @@ DIFFICULTIES: dict[str, dict[str, Any]] = {
         faults=dict(timeout_prob=0.02, flaky_prob=0.02, crash_prob=0.001),
     ),
     "easy": dict(
-        program_lines=(2, 3), bug_kinds=_SINGLE, n_bugs=1, hints=True, max_turns=5,
+        program_lines=(2, 3), bug_kinds=_SINGLE[:4], n_bugs=1, hints=True, max_turns=5,
         wall_clock_limit=120.0, protected_readable=True,
         faults=dict(timeout_prob=0.02, flaky_prob=0.02, crash_prob=0.001),
     ),

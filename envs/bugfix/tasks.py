@@ -7,8 +7,8 @@ finite lists, so there is no modulo and no range check.
 
 Reference programs (``program_lines`` lines, the last an unconditional ``return``) are drawn from a
 small grammar: assignments and conditional assignments / returns over ``x t u v``, the operators
-``+ - *`` and constants. A reference is kept when it is not affine in ``x`` on the input domain,
-takes at least ``n_visible_tests + 1`` distinct values on its training inputs (so no program that
+``+ - *`` and constants. A reference is kept when it is not affine in ``x`` on the training inputs nor on the
+evaluation inputs, takes at least ``n_visible_tests + 1`` distinct values on its hidden training inputs (so no program that
 only returns visible outputs can pass the training grader), and every line matters (dropping any
 line changes the function).
 
@@ -54,7 +54,7 @@ HELDOUT_SHAPE_MODULUS = 4
 SINGLE_TOKEN_KINDS = ("flip_operator", "invert_condition", "change_comparison", "change_constant", "wrong_variable")
 BUG_KINDS = SINGLE_TOKEN_KINDS + ("swap_operands", "drop_statement")
 INVERT = {"<": ">=", ">=": "<", ">": "<=", "<=": ">", "==": "!=", "!=": "=="}
-CONSTANT_STEPS = (1, -1, 2, -2, 3, -3)
+CONSTANT_STEPS = (1, -1, 2, -2, 3, -3, 4, -4)
 MAX_ATTEMPTS = 5000
 _SALT = 0xB06F1
 
@@ -392,9 +392,9 @@ def _try_task(rng, spec: TaskSpec, split: str, index: int) -> Task | None:
         return None
     visible, hidden, evaluation = chosen
     y = dict(zip(DOMAIN, (int(v) for v in ref_out)))
-    train_inputs = np.asarray(visible + hidden)
-    if _is_affine(train_inputs, np.asarray([y[x] for x in visible + hidden])):
-        return None
+    for inputs in (visible + hidden, evaluation):  # no affine fit passes either grader
+        if _is_affine(np.asarray(inputs), np.asarray([y[x] for x in inputs])):
+            return None
     if len({y[x] for x in hidden}) <= spec.n_visible_tests:
         return None
     expected = tuple(y[x] for x in visible)

@@ -66,7 +66,7 @@ def test_noisy_oracle_success_rate_tracks_mistake_rate():
 def test_registry():
     assert isinstance(make_agent("context_reader"), ContextReadingAgent)
     assert make_agent("noisy_oracle", mistake_rate=0.2).mistake_rate == 0.2
-    with pytest.raises(ValueError, match="allowed: oracle, noisy_oracle, random, context_reader"):
+    with pytest.raises(ValueError, match="allowed: oracle, noisy_oracle, random, forgetful, context_reader"):
         make_agent("smart")
 
 
