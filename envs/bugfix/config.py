@@ -53,7 +53,7 @@ class BugFixConfig:
     bug_kinds: tuple[str, ...] = ("flip_operator", "invert_condition", "change_comparison", "change_constant")
     n_bugs: int = 1
     hints: bool = True
-    max_turns: int = 5
+    max_turns: int = 6
     time_limit: str = "truncation"
     max_format_errors: int = 3
     n_visible_tests: int = 4
@@ -103,8 +103,9 @@ class BugFixConfig:
 
 _SINGLE = ("flip_operator", "invert_condition", "change_comparison", "change_constant", "wrong_variable")
 # Difficulty presets. Turn limits leave the informed oracle (run_tests, view main, the fixes,
-# run_tests, submit) no spare turn, so a program-blind agent gets one tested guess; see
-# `python -m experiments.calibrate` and docs/environments.md for the measured floor / ceiling.
+# run_tests, submit) one spare turn (a retry after a timeout or a flaky run), so a program-blind
+# agent gets one or two guesses among ~20-40 single-token edits; see `python -m
+# experiments.calibrate` and docs/environments.md for the measured floor / ceiling.
 DIFFICULTIES: dict[str, dict[str, Any]] = {
     # an easier warm-up (not used by any preset): operator flips and inverted conditions, a line
     # hint and spare turns; program-blind enumeration solves much of it
@@ -114,22 +115,22 @@ DIFFICULTIES: dict[str, dict[str, Any]] = {
         faults=dict(timeout_prob=0.02, flaky_prob=0.02, crash_prob=0.001),
     ),
     "easy": dict(
-        program_lines=(2, 3), bug_kinds=_SINGLE[:4], n_bugs=1, hints=True, max_turns=5,
+        program_lines=(2, 3), bug_kinds=_SINGLE[:4], n_bugs=1, hints=True, max_turns=6,
         wall_clock_limit=120.0, protected_readable=True,
         faults=dict(timeout_prob=0.02, flaky_prob=0.02, crash_prob=0.001),
     ),
     "medium": dict(
-        program_lines=(3, 4), bug_kinds=_SINGLE + ("swap_operands",), n_bugs=1, hints=False, max_turns=5,
+        program_lines=(3, 4), bug_kinds=_SINGLE + ("swap_operands",), n_bugs=1, hints=False, max_turns=6,
         wall_clock_limit=60.0, protected_readable=True,
         faults=dict(timeout_prob=0.05, flaky_prob=0.05, crash_prob=0.001),
     ),
     "hard": dict(
-        program_lines=(4, 6), bug_kinds=BUG_KINDS, n_bugs=2, hints=False, max_turns=6,
+        program_lines=(4, 6), bug_kinds=BUG_KINDS, n_bugs=2, hints=False, max_turns=7,
         wall_clock_limit=60.0, protected_readable=False,
         faults=dict(timeout_prob=0.06, flaky_prob=0.1, crash_prob=0.001),
     ),
     "extreme": dict(
-        program_lines=(5, 7), bug_kinds=BUG_KINDS, n_bugs=3, hints=False, max_turns=7,
+        program_lines=(5, 7), bug_kinds=BUG_KINDS, n_bugs=3, hints=False, max_turns=8,
         wall_clock_limit=45.0, protected_readable=False,
         faults=dict(timeout_prob=0.05, flaky_prob=0.1, crash_prob=0.001),
     ),

@@ -100,7 +100,9 @@ class Task:
 # ---------------------------------------------------------------------------------------------
 # Mutations
 # ---------------------------------------------------------------------------------------------
-def _token_alternatives(kind: str, words: list[str], p: int) -> list[str]:
+def _token_alternatives(kind: str, words: list[str], p: int, defined: frozenset[str]) -> list[str]:
+    """Replacements of token ``p`` for a single-token bug ``kind``; ``defined`` are the variables
+    assigned before this line (and ``x``): a wrong variable is another one of those."""
     w = words[p]
     if kind == "flip_operator" and w in OPS:
         return [o for o in OPS if o != w]
@@ -111,7 +113,7 @@ def _token_alternatives(kind: str, words: list[str], p: int) -> list[str]:
     if kind == "change_constant" and w in INT_WORDS and p > 0:
         return [str(int(w) + d) for d in CONSTANT_STEPS if LOW <= int(w) + d <= HIGH]
     if kind == "wrong_variable" and w in VARS and _is_operand(words, p):
-        return [v for v in VARS if v != w]
+        return [v for v in VARS if v != w and v in defined]
     return []
 
 
@@ -124,12 +126,16 @@ def mutations(program: tuple[str, ...], kinds: tuple[str, ...]) -> list[Mutation
     """Every candidate bug of the allowed ``kinds`` in ``program`` (not yet validated)."""
     out: list[Mutation] = []
     last = len(program) - 1
+    defined = {"x"}
     for i, line in enumerate(program):
         words = line.split(" ")
+        seen = frozenset(defined)
+        if "=" in words:
+            defined.add(words[words.index("=") - 1])
         for p, w in enumerate(words):
             for kind in SINGLE_TOKEN_KINDS:
                 if kind in kinds:
-                    for alt in _token_alternatives(kind, words, p):
+                    for alt in _token_alternatives(kind, words, p, seen):
                         out.append(Mutation(kind, i, tuple(words[:p] + [alt] + words[p + 1:]), p))
             if "swap_operands" in kinds and 1 <= p < len(words) - 1 and (w == "-" or w in CMPS):
                 a, b = words[p - 1], words[p + 1]
