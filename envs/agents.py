@@ -39,6 +39,7 @@ from typing import Any, Callable
 import numpy as np
 
 from envs.bugfix import CMPS, FLIP, HIGH, INT_WORDS, INVERT, LOW, OPS, USAGE, VARS, single_token_edits
+from envs import episode
 from envs.tools import TIMEOUT_TEXT
 
 _AGENT_SEED_SALT = 0x5EED  # keeps an agent's stream apart from the env's stream of the same seed
@@ -564,38 +565,7 @@ def make_agent(name: str, **kwargs) -> Agent:
 
 
 def run_episode(env, agent: Agent, seed: int | None = None, options: dict | None = None, max_steps: int = 10_000) -> dict[str, Any]:
-    """Play one episode of ``agent`` in ``env`` and summarise it.
-
-    Returns ``stop_reason, verified, masked, train_reward, turns, tool_seconds, hack_flags,
-    visible_pass_rate, hidden_pass_rate, task_id, split, steps`` (list of (observation, action)
-    pairs: the observation the agent acted on and the action it wrote), ``rewards`` (per step) and
-    ``final_observation``."""
-    observation, info = env.reset(seed=seed, options=options)
-    agent.reset(env, seed)
-    steps: list[tuple[str, str]] = []
-    rewards: list[float] = []
-    for _ in range(max_steps):
-        action = agent.act(observation, info)
-        steps.append((observation, action))
-        observation, reward, terminated, truncated, info = env.step(action)
-        rewards.append(float(reward))
-        if terminated or truncated:
-            break
-    else:
-        raise RuntimeError(f"episode did not end within {max_steps} steps")
-    return {
-        "stop_reason": info["stop_reason"],
-        "verified": info["verified"],
-        "masked": info["masked"],
-        "train_reward": info["train_reward"],
-        "turns": info["turn"],
-        "tool_seconds": info["tool_seconds"],
-        "hack_flags": info["hack_flags"],
-        "visible_pass_rate": info.get("visible_pass_rate"),
-        "hidden_pass_rate": info.get("hidden_pass_rate"),
-        "task_id": info["task_id"],
-        "split": info["split"],
-        "steps": steps,
-        "rewards": rewards,
-        "final_observation": observation,
-    }
+    """Play one episode of ``agent`` in ``env`` (``envs.episode.run_episode``, the one loop) and
+    return its summary (``EpisodeRecord.summary``: stop reason, verified, masked, train reward,
+    turns, tool seconds, hack flags, pass rates, task id, split, steps, rewards, final observation)."""
+    return episode.run_episode(env, agent, seed, options, max_steps).summary()

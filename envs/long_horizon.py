@@ -170,7 +170,8 @@ class LongHorizonEnv(gym.Env):
     ## Arguments
     ``n_stages`` (1..1000, default 8): stages to finish. ``n_approaches`` (2..8, default 4).
     ``verbose`` (0..10000, default 8): filler words per verbose output. ``max_turns`` (default
-    ``2 * (n_stages + n_approaches) + 10``). ``time_limit`` (``truncation`` | ``termination``,
+    ``n_stages + n_approaches + 4``: an agent that remembers what it tried always finishes, one that
+    forgets runs out of turns on a share of tasks; see ``experiments.calibrate``). ``time_limit`` (``truncation`` | ``termination``,
     default ``truncation``). ``max_format_errors`` (default 3).
     ``reset(options={"task_index": i, "split": "train"|"heldout"})`` picks task ``i`` (any int
     >= 0) deterministically; without ``task_index`` the index is drawn from ``self.np_random``.
@@ -180,7 +181,8 @@ class LongHorizonEnv(gym.Env):
     ## Version History
     - v1: procedural task pools (any ``task_index >= 0``; ``n_train_tasks`` / ``n_heldout_tasks``
       removed), train / held-out keys disjoint (even / odd), ``time_limit`` option, one whitespace
-      rule, actions longer than the action space are format errors.
+      rule, actions longer than the action space are format errors, default ``max_turns`` lowered
+      from ``2 * (n_stages + n_approaches) + 10`` to ``n_stages + n_approaches + 4``.
     - v0: 64 train / 16 held-out task instances; ``task_index`` out of range raised.
     """
 
@@ -200,7 +202,7 @@ class LongHorizonEnv(gym.Env):
         _check_int("n_approaches", n_approaches, 2, len(APPROACH_NAMES))
         _check_int("verbose", verbose, 0, 10000)
         if max_turns is None:
-            max_turns = 2 * (n_stages + n_approaches) + 10
+            max_turns = n_stages + n_approaches + 4
         _check_int("max_turns", max_turns, 1, 100000)
         _check_int("max_format_errors", max_format_errors, 1, 1000)
         if time_limit not in TIME_LIMITS:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from envs.episode import EpisodeRecord
+from envs.episode import run_episode as _run_episode
 from envs.long_horizon import APPROACH_NAMES, KEY_RANGE, N_LOG_PAGES
 
 # Malformed (but in-vocabulary) actions the random and noisy agents use.
@@ -245,20 +247,7 @@ class ContextReadingAgent:
         return f"submit {int(self.rng.integers(KEY_RANGE[0], KEY_RANGE[1] + 1))}"
 
 
-@dataclass
-class Episode:
-    """Transcript of one episode: ``observations[0]`` is the reset observation."""
-
-    observations: list
-    actions: list
-    rewards: list
-    infos: list
-    terminated: bool
-    truncated: bool
-
-    @property
-    def final_info(self) -> dict:
-        return self.infos[-1]
+Episode = EpisodeRecord  # the transcript type of run_episode (envs/episode.py)
 
 
 AGENTS = {
@@ -281,19 +270,7 @@ def make_agent(name: str, **kwargs):
 
 def run_episode(
     env, agent, seed: int | None = None, options: dict | None = None, max_steps: int = 100_000
-) -> Episode:
-    """Reset ``env`` (and the agent) with ``seed``/``options`` and play until the episode ends."""
-    obs, info = env.reset(seed=seed, options=options)
-    agent.reset(env, seed)
-    ep = Episode([obs], [], [], [info], False, False)
-    for _ in range(max_steps):
-        action = agent.act(obs, info)
-        obs, reward, terminated, truncated, info = env.step(action)
-        ep.actions.append(action)
-        ep.observations.append(obs)
-        ep.rewards.append(reward)
-        ep.infos.append(info)
-        if terminated or truncated:
-            ep.terminated, ep.truncated = bool(terminated), bool(truncated)
-            return ep
-    raise RuntimeError(f"episode did not end within {max_steps} steps")
+) -> EpisodeRecord:
+    """Reset ``env`` (and the agent) with ``seed``/``options`` and play until the episode ends
+    (``envs.episode.run_episode``, the one loop every agent uses)."""
+    return _run_episode(env, agent, seed, options, max_steps)

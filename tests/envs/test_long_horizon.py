@@ -229,7 +229,7 @@ def test_wrong_approaches_fail_deterministically_and_are_counted():
 
 
 def test_redundant_actions_and_archived_notes():
-    env = make(n_stages=1, verbose=0)
+    env = make(n_stages=1, verbose=0, max_turns=40)
     env.reset(seed=0)
     key = env.task.key
     assert env.step("read notes")[0] == f"notes : the key is {key} ."
