@@ -353,12 +353,13 @@ def _choose_inputs(rng, reference, ref_out: np.ndarray, bug_out: np.ndarray, spe
     if len(left_failing) < 2:
         return None
     must = left_failing[int(rng.integers(len(left_failing)))]
-    boundary = {DOMAIN[0], DOMAIN[-1], 0, -1}
+    core = {DOMAIN[0], DOMAIN[-1], 0, -1} - vis  # always hidden unless visible
+    near = set()
     for c in _x_constants(reference):
-        boundary |= {c - 1, c, c + 1}
-    boundary = [x for x in sorted(boundary) if x in DOMAIN and x not in vis and x != must]
-    rng.shuffle(boundary)
-    hidden = {must, *boundary[: spec.n_hidden_tests - 5]}
+        near |= {c - 1, c, c + 1}
+    near = [x for x in sorted(near - core - vis - {must}) if x in DOMAIN]
+    rng.shuffle(near)
+    hidden = {must, *core, *near[: spec.n_hidden_tests - 6 - len(core)]}
     negatives = [x for x in left if x < 0 and x not in hidden]
     need = max(0, 4 - sum(1 for x in hidden if x < 0))
     hidden |= {int(v) for v in rng.choice(negatives, size=need, replace=False)}
