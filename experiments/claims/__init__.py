@@ -1,0 +1,1 @@
+"""Measurements behind the empirical claims: ``measure_cNN(...) -> dict`` of numbers."""
