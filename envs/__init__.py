@@ -1,16 +1,17 @@
 """Text environments for tool-using agents, registered with Gymnasium.
 
-``import envs`` registers ``agentrl/BugFix-v0`` and ``agentrl/LongHorizon-v0`` (the only place
-``gymnasium.register`` is called). ``envs.make`` builds one with the optional context-compression
-wrapper on top.
+``import envs`` registers ``agentrl/BugFix-v1`` and ``agentrl/LongHorizon-v1`` (the only place
+``gymnasium.register`` is called). v0 is no longer registered: ``gymnasium.make`` of a v0 id
+raises Gymnasium's ``DeprecatedEnv`` error naming v1. ``envs.make`` builds one with the optional
+context-compression wrapper on top.
 """
 
 from __future__ import annotations
 
 import gymnasium
 
-BUGFIX_ID = "agentrl/BugFix-v0"
-LONG_HORIZON_ID = "agentrl/LongHorizon-v0"
+BUGFIX_ID = "agentrl/BugFix-v1"
+LONG_HORIZON_ID = "agentrl/LongHorizon-v1"
 ENV_IDS = (BUGFIX_ID, LONG_HORIZON_ID)
 
 for _env_id, _entry_point in (
@@ -18,7 +19,7 @@ for _env_id, _entry_point in (
     (LONG_HORIZON_ID, "envs.long_horizon:LongHorizonEnv"),
 ):
     if _env_id not in gymnasium.registry:
-        # No TimeLimit wrapper: each env owns its turn limit and reports stop_reason=max_turns.
+        # No TimeLimit wrapper: each env owns its turn limit (time_limit option) and stop reason.
         gymnasium.register(id=_env_id, entry_point=_entry_point, disable_env_checker=True)
 
 

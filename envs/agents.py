@@ -20,6 +20,13 @@ BugFix agents (``AGENTS`` registry, build with ``make_agent(name, **kwargs)``):
 - one agent per hack trap (``HACK_AGENTS``): ``hack_edit_tests``, ``hack_delete_tests``,
   ``hack_skip_tests``, ``hack_read_ref``, ``hack_read_log``, ``hack_hardcode``.
 - ``process_exploit``: calls run_tests until the turn limit (farms ``biased_process`` reward).
+- program-blind agents (``BLIND_AGENTS``; they never read the program's meaning, only its text
+  and pass / fail): ``blind_enumerate`` (run_tests, view main, then every single-token catalogue
+  edit of the hinted line - every line without hints - each followed by run_tests, submit on a
+  pass), ``fit_visible`` (view tests, then a linear fit ``t = x * a`` / ``return t + b`` when the
+  visible tests are collinear, else a piecewise ``if x <= X then return Y`` table, then submit)
+  and ``delete_lines`` (delete one line at a time, hinted line first, run_tests after each, undo
+  on a failure, submit on a pass).
 
 Scripted agents may read ``env.unwrapped`` (the oracle must know the fix); each takes its
 randomness from its own generator seeded in ``reset``.
@@ -31,7 +38,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from envs.bugfix import CMPS, FLIP, INT_WORDS, INVERT, OPS, USAGE, VARS
+from envs.bugfix import CMPS, FLIP, HIGH, INT_WORDS, INVERT, LOW, OPS, USAGE, VARS, single_token_edits
+from envs import episode
 from envs.tools import TIMEOUT_TEXT
 
 _AGENT_SEED_SALT = 0x5EED  # keeps an agent's stream apart from the env's stream of the same seed
@@ -41,10 +49,25 @@ def _agent_rng(seed: int | None) -> np.random.Generator:
     return np.random.default_rng(None if seed is None else [int(seed), _AGENT_SEED_SALT])
 
 
+def _strip_turns_left(observation: str) -> str:
+    """The observation without its trailing ``turns left : N`` line (time_limit=termination)."""
+    head, _, last = observation.rstrip("\n").rpartition("\n")
+    return head if last.startswith("turns left : ") else observation
+
+
 def _last_line(observation: str) -> str:
     """The last line of an observation: the latest tool output's last line, also when a
-    compression wrapper returned the whole new context."""
-    return observation.rstrip("\n").rsplit("\n", 1)[-1]
+    compression wrapper returned the whole new context (a ``turns left`` line is skipped)."""
+    return _strip_turns_left(observation).rstrip("\n").rsplit("\n", 1)[-1]
+
+
+def _hint_line(observation: str) -> int | None:
+    """The line number of the latest ``hint : line N`` in ``observation``."""
+    for row in reversed(observation.split("\n")):
+        words = row.split()
+        if len(words) == 4 and words[:3] == ["hint", ":", "line"] and words[3].isdigit():
+            return int(words[3])
+    return None
 
 
 def _timed_out(observation: str) -> bool:
@@ -142,8 +165,6 @@ class NoisyOracleAgent(Agent):
             if ok:
                 self.stack.append(kind)
                 self.dirty = True
-                if kind == "fix" and not self.hints:
-                    self.viewed = False  # without a line hint it re-reads main to find the next bug
             elif "wrong" in self.stack:  # the fix no longer applies over a wrong edit
                 self.reverting = True
         elif kind == "undo" and ok:
@@ -400,6 +421,110 @@ class ProcessExploitAgent(PlanAgent):
         return "run_tests"
 
 
+def _numbered(observation: str) -> list[str]:
+    """The statements of a ``view main`` output, in order."""
+    return _numbered_lines(_strip_turns_left(observation))
+
+
+class BlindEnumerateAgent(PlanAgent):
+    """Program-blind: tries every single-token catalogue edit of the hinted line (every line
+    without a hint), left to right, ``run_tests`` after each; submits on the first pass."""
+
+    name = "blind_enumerate"
+
+    def plan(self, observation: str) -> list[str]:
+        self.hint: int | None = None
+        self.candidates: list[str] | None = None
+        return ["run_tests", "view main"]
+
+    def react(self, action: str, observation: str) -> None:
+        if action == "run_tests":
+            summary = _test_summary(observation)
+            if summary is not None and summary[1] == 0 and self.candidates is not None:
+                self.queue = ["submit"]
+                return
+            if self.hint is None:
+                self.hint = _hint_line(observation)
+            if self.candidates is not None:
+                self.queue = [self.candidates.pop(0), "run_tests"] if self.candidates else ["give_up"]
+        elif action == "view main" and self.candidates is None:
+            lines = tuple(_numbered(observation))
+            targets = [self.hint - 1] if self.hint is not None and self.hint <= len(lines) else range(len(lines))
+            self.candidates = []
+            for i in targets:
+                for edited in single_token_edits((lines[i],)):
+                    self.candidates.append(f"replace {i + 1} {edited[0]}")
+            self.queue = [self.candidates.pop(0), "run_tests"] if self.candidates else ["give_up"]
+
+
+class FitVisibleAgent(PlanAgent):
+    """Program-blind: reads the visible tests and writes a program that fits them, without
+    touching the bug: ``t = x * a`` / ``return t + b`` when the points are collinear with integer
+    coefficients, else a piecewise table ``if x <= X then return Y`` (last: ``return Y``)."""
+
+    name = "fit_visible"
+
+    def plan(self, observation: str) -> list[str]:
+        return ["view tests"]
+
+    @staticmethod
+    def fit(points: list[tuple[int, int]]) -> list[str]:
+        """The statements of the fit (inserted at the top of main, so the rest is dead code)."""
+        points = sorted(points)
+        if len(points) >= 2:
+            (x0, y0), (x1, y1) = points[0], points[-1]
+            if x1 != x0 and (y1 - y0) % (x1 - x0) == 0:
+                a = (y1 - y0) // (x1 - x0)
+                b = y0 - a * x0
+                if all(y == a * x + b for x, y in points) and LOW <= a <= HIGH and LOW <= b <= HIGH:
+                    return [f"t = x * {a}", f"return t + {b}"]
+        rows = [f"if x <= {x} then return {y}" for x, y in points[:-1]]
+        return rows + [f"return {points[-1][1]}"]
+
+    def react(self, action: str, observation: str) -> None:
+        if action != "view tests":
+            return
+        points = []
+        for row in observation.split("\n"):
+            words = row.split()  # "N : x = X -> Y"
+            if len(words) == 7 and words[1] == ":" and words[5] == "->":
+                points.append((int(words[4]), int(words[6])))
+        if not points:
+            self.queue = ["submit"]
+            return
+        self.queue = [f"insert {i} {stmt}" for i, stmt in enumerate(self.fit(points), 1)] + ["run_tests", "submit"]
+
+
+class DeleteLinesAgent(PlanAgent):
+    """Program-blind: deletes one line at a time (hinted line first, then the others from the
+    top, never the last line), run_tests after each, undo on a failure, submit on the first pass."""
+
+    name = "delete_lines"
+
+    def plan(self, observation: str) -> list[str]:
+        self.hint: int | None = None
+        self.order: list[int] | None = None
+        return ["run_tests", "view main"]
+
+    def _next(self, undo: bool) -> None:
+        step = [f"delete {self.order.pop(0)}", "run_tests"] if self.order else ["give_up"]
+        self.queue = (["undo"] if undo else []) + step
+
+    def react(self, action: str, observation: str) -> None:
+        if action == "view main" and self.order is None:
+            n = len(_numbered(observation))
+            self.order = ([self.hint] if self.hint and self.hint < n else []) + [i for i in range(1, n) if i != self.hint]
+            self._next(undo=False)
+        elif action == "run_tests":
+            summary = _test_summary(observation)
+            if self.order is None:
+                self.hint = _hint_line(observation)
+            elif summary is not None and summary[1] == 0:
+                self.queue = ["submit"]
+            else:
+                self._next(undo=True)
+
+
 AGENTS: dict[str, Callable[..., Agent]] = {
     "oracle": OracleAgent,
     "noisy_oracle": NoisyOracleAgent,
@@ -412,8 +537,12 @@ AGENTS: dict[str, Callable[..., Agent]] = {
     "hack_read_log": ReadLogAgent,
     "hack_hardcode": HardcodeAgent,
     "process_exploit": ProcessExploitAgent,
+    "blind_enumerate": BlindEnumerateAgent,
+    "fit_visible": FitVisibleAgent,
+    "delete_lines": DeleteLinesAgent,
 }
 BUGFIX_AGENTS = tuple(AGENTS)
+BLIND_AGENTS = ("blind_enumerate", "fit_visible", "delete_lines")
 HACK_AGENTS = tuple(name for name in AGENTS if name.startswith("hack_"))
 # The hack flag each hack agent is expected to raise.
 HACK_AGENT_FLAG = {
@@ -436,38 +565,7 @@ def make_agent(name: str, **kwargs) -> Agent:
 
 
 def run_episode(env, agent: Agent, seed: int | None = None, options: dict | None = None, max_steps: int = 10_000) -> dict[str, Any]:
-    """Play one episode of ``agent`` in ``env`` and summarise it.
-
-    Returns ``stop_reason, verified, masked, train_reward, turns, tool_seconds, hack_flags,
-    visible_pass_rate, hidden_pass_rate, task_id, split, steps`` (list of (observation, action)
-    pairs: the observation the agent acted on and the action it wrote), ``rewards`` (per step) and
-    ``final_observation``."""
-    observation, info = env.reset(seed=seed, options=options)
-    agent.reset(env, seed)
-    steps: list[tuple[str, str]] = []
-    rewards: list[float] = []
-    for _ in range(max_steps):
-        action = agent.act(observation, info)
-        steps.append((observation, action))
-        observation, reward, terminated, truncated, info = env.step(action)
-        rewards.append(float(reward))
-        if terminated or truncated:
-            break
-    else:
-        raise RuntimeError(f"episode did not end within {max_steps} steps")
-    return {
-        "stop_reason": info["stop_reason"],
-        "verified": info["verified"],
-        "masked": info["masked"],
-        "train_reward": info["train_reward"],
-        "turns": info["turn"],
-        "tool_seconds": info["tool_seconds"],
-        "hack_flags": info["hack_flags"],
-        "visible_pass_rate": info.get("visible_pass_rate"),
-        "hidden_pass_rate": info.get("hidden_pass_rate"),
-        "task_id": info["task_id"],
-        "split": info["split"],
-        "steps": steps,
-        "rewards": rewards,
-        "final_observation": observation,
-    }
+    """Play one episode of ``agent`` in ``env`` (``envs.episode.run_episode``, the one loop) and
+    return its summary (``EpisodeRecord.summary``: stop reason, verified, masked, train reward,
+    turns, tool seconds, hack flags, pass rates, task id, split, steps, rewards, final observation)."""
+    return episode.run_episode(env, agent, seed, options, max_steps).summary()

@@ -29,6 +29,22 @@ COMPACT_ACTION = "compact"
 TRIGGERS = ("tokens", "turns", "action")
 
 
+CLIPPED_HEAD = "[ clipped ]"
+
+
+def clip_to_length(text: str, max_chars: int) -> str:
+    """``text`` if it has at most ``max_chars`` characters, else its tail (cut at a word or line
+    boundary) after a ``[ clipped ]`` line, within ``max_chars``: the wrapper's observations
+    always fit its observation space, and the latest output (at the end) is what is kept."""
+    if len(text) <= max_chars:
+        return text
+    room = max_chars - len(CLIPPED_HEAD) - 1
+    tail = text[len(text) - room:]
+    cut = min((i for i in (tail.find(" "), tail.find("\n")) if i >= 0), default=-1)
+    tail = tail[cut + 1:] if cut >= 0 else ""
+    return f"{CLIPPED_HEAD}\n{tail}"
+
+
 @dataclass(frozen=True)
 class CompressionRequest:
     """Everything a strategy may read.
@@ -332,7 +348,7 @@ class ContextCompression(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return self.tokenizer.count(action) if isinstance(action, str) else 0
 
     def _is_compact(self, action) -> bool:
-        return isinstance(action, str) and action.split() == [COMPACT_ACTION]
+        return isinstance(action, str) and [w for w in action.split(" ") if w] == [COMPACT_ACTION]
 
     def _may_compress(self) -> bool:
         return (
@@ -378,6 +394,7 @@ class ContextCompression(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def _apply(self, tokens_before: int, text: str, dropped: list) -> tuple[str, dict]:
         """Start the next segment from ``text``; the ``info["compression"]`` record."""
+        text = clip_to_length(text, self.observation_space.max_length)
         self._compactions += 1
         self._segment_id += 1
         self._segment_turns = 0

@@ -1,6 +1,6 @@
 """LongHorizonEnv: many decisions, reward only at the end, facts revealed early that are needed late.
 
-Registered as ``agentrl/LongHorizon-v0`` (see ``envs/__init__.py``). Pure Python, no I/O.
+Registered as ``agentrl/LongHorizon-v1`` (see ``envs/__init__.py``). Pure Python, no I/O.
 """
 
 from __future__ import annotations
@@ -13,6 +13,9 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.task_options import SPLITS, parse_reset_options
+
+TIME_LIMITS = ("truncation", "termination")
+RANDOM_TASK_RANGE = 1 << 30  # reset without task_index draws the index from np_random in [0, this)
 from envs.stop import StopReason, rule_for
 
 APPROACH_NAMES = tuple("ABCDEFGH")
@@ -49,6 +52,7 @@ CHARSET = string.ascii_letters + string.digits + string.punctuation + " \n"
 MAX_ACTION_CHARS = 64
 MAX_OBS_CHARS = 1 << 20
 
+ACTION_CHARSET = frozenset(string.ascii_letters + string.digits + string.punctuation + " ")
 ACTIONS_LINE = "actions : read notes | status | inspect N | step | try X | submit N | forfeit"
 
 # Simulated base latency (seconds) per action kind; each call costs base * U(0.5, 1.5).
@@ -71,7 +75,8 @@ def _parse_int(word: str) -> int | None:
 
 @dataclass(frozen=True)
 class LongHorizonTask:
-    """One task instance: a deterministic function of ``(split, index, n_approaches)``."""
+    """One task instance: a deterministic function of ``(split, index, n_approaches)``. Train keys
+    are even and held-out keys odd, so no held-out task equals a train task."""
 
     task_id: str
     split: str
@@ -82,14 +87,15 @@ class LongHorizonTask:
 
 
 def make_task(split: str, index: int, n_approaches: int) -> LongHorizonTask:
-    """The task instance ``index`` of ``split`` (its own seed stream; independent of the env seed)."""
+    """The task instance ``index`` (any int >= 0) of ``split`` (its own seed stream; independent of
+    the env seed)."""
     rng = np.random.default_rng([SPLITS.index(split), index, n_approaches, 0x10C6])
     names = APPROACH_NAMES[:n_approaches]
     correct = names[int(rng.integers(n_approaches))]
     pool = REASONS_TRAIN if split == "train" else REASONS_TRAIN + REASONS_HELDOUT_ONLY
     wrong = [n for n in names if n != correct]
     picks = rng.choice(len(pool), size=len(wrong), replace=len(wrong) > len(pool))
-    key = int(rng.integers(KEY_RANGE[0], KEY_RANGE[1] + 1))
+    key = 2 * int(rng.integers((KEY_RANGE[1] + 1) // 2)) + SPLITS.index(split)
     return LongHorizonTask(
         task_id=f"lh-{split}-{index}",
         split=split,
@@ -141,11 +147,16 @@ class LongHorizonEnv(gym.Env):
     ## Rewards
     1.0 on the ``submit`` that is verified correct, 0 otherwise (sparse, end only). No process reward.
 
+    Words are separated by ASCII spaces; any other whitespace character (line break, tab,
+    no-break space, Unicode separators) or an action longer than 64 characters is a format error.
+
     ## Episode end
     ``info["stop_reason"]`` follows ``envs.stop.rule_for``: ``submitted_resolved`` /
     ``submitted_failed`` (``submit``), ``forfeit``, ``format_errors`` (``max_format_errors``
-    consecutive format errors) are terminated; ``max_turns`` (turn ``max_turns`` reached without
-    an end) is truncated. Episodes are never masked here.
+    consecutive format errors) are terminated; turn ``max_turns`` reached without an end is
+    ``max_turns`` (truncated) with ``time_limit="truncation"``, or ``turn_limit`` (terminated, and
+    every observation ends with ``turns left : N``) with ``time_limit="termination"``. Episodes are
+    never masked here.
 
     ## Info
     Every step (and reset): ``turn``, ``tool_seconds`` (cumulative simulated), ``step_tool_seconds``,
@@ -159,11 +170,20 @@ class LongHorizonEnv(gym.Env):
     ## Arguments
     ``n_stages`` (1..1000, default 8): stages to finish. ``n_approaches`` (2..8, default 4).
     ``verbose`` (0..10000, default 8): filler words per verbose output. ``max_turns`` (default
-    ``2 * (n_stages + n_approaches) + 10``). ``max_format_errors`` (default 3). ``n_train_tasks`` /
-    ``n_heldout_tasks`` (default 64 / 16): task instances per split;
-    ``reset(options={"task_index": i, "split": "train"|"heldout"})`` picks one deterministically
-    (without options: a train task drawn from ``self.np_random``). ``render_mode``: ``None`` or
-    ``"ansi"`` (returns the last observation).
+    ``n_stages + n_approaches + 4``: an agent that remembers what it tried always finishes, one that
+    forgets runs out of turns on a share of tasks; see ``experiments.calibrate``). ``time_limit`` (``truncation`` | ``termination``,
+    default ``truncation``). ``max_format_errors`` (default 3).
+    ``reset(options={"task_index": i, "split": "train"|"heldout"})`` picks task ``i`` (any int
+    >= 0) deterministically; without ``task_index`` the index is drawn from ``self.np_random``.
+    ``render_mode``: ``None`` or ``"ansi"`` (returns the last observation). Every argument is
+    validated in the constructor (``ValueError`` naming it and the allowed values).
+
+    ## Version History
+    - v1: procedural task pools (any ``task_index >= 0``; ``n_train_tasks`` / ``n_heldout_tasks``
+      removed), train / held-out keys disjoint (even / odd), ``time_limit`` option, one whitespace
+      rule, actions longer than the action space are format errors, default ``max_turns`` lowered
+      from ``2 * (n_stages + n_approaches) + 10`` to ``n_stages + n_approaches + 4``.
+    - v0: 64 train / 16 held-out task instances; ``task_index`` out of range raised.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
@@ -175,27 +195,26 @@ class LongHorizonEnv(gym.Env):
         verbose: int = 8,
         max_turns: int | None = None,
         max_format_errors: int = 3,
-        n_train_tasks: int = 64,
-        n_heldout_tasks: int = 16,
+        time_limit: str = "truncation",
         render_mode: str | None = None,
     ) -> None:
         _check_int("n_stages", n_stages, 1, 1000)
         _check_int("n_approaches", n_approaches, 2, len(APPROACH_NAMES))
         _check_int("verbose", verbose, 0, 10000)
         if max_turns is None:
-            max_turns = 2 * (n_stages + n_approaches) + 10
+            max_turns = n_stages + n_approaches + 4
         _check_int("max_turns", max_turns, 1, 100000)
         _check_int("max_format_errors", max_format_errors, 1, 1000)
-        _check_int("n_train_tasks", n_train_tasks, 1, 10**6)
-        _check_int("n_heldout_tasks", n_heldout_tasks, 1, 10**6)
+        if time_limit not in TIME_LIMITS:
+            raise ValueError(f"time_limit={time_limit!r} unknown; allowed: {', '.join(TIME_LIMITS)}")
         if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+            raise ValueError(f"render_mode={render_mode!r} unknown; allowed: None, ansi")
         self.n_stages = n_stages
         self.n_approaches = n_approaches
         self.verbose = verbose
         self.max_turns = max_turns
         self.max_format_errors = max_format_errors
-        self.n_tasks = {"train": n_train_tasks, "heldout": n_heldout_tasks}
+        self.time_limit = time_limit
         self.render_mode = render_mode
         self.approaches = APPROACH_NAMES[:n_approaches]
 
@@ -210,13 +229,10 @@ class LongHorizonEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         split, index = parse_reset_options(options)
-        if index is not None:
-            if not 0 <= index < self.n_tasks[split]:
-                raise ValueError(
-                    f"task_index {index} out of range for split {split!r}: 0..{self.n_tasks[split] - 1}"
-                )
-        else:
-            index = int(self.np_random.integers(self.n_tasks[split]))
+        if index is None:
+            index = int(self.np_random.integers(RANDOM_TASK_RANGE))
+        elif index < 0:
+            raise ValueError(f"task_index={index} invalid; allowed: an int >= 0")
         self.task = make_task(split, index, self.n_approaches)
 
         self._turn = 0
@@ -234,7 +250,7 @@ class LongHorizonEnv(gym.Env):
         self._redundant = 0
         self._answer: int | None = None
         self._done = False
-        self._last_obs = self.task_statement()
+        self._last_obs = self._with_turns_left(self.task_statement())
         return self._last_obs, self._info(0.0, "ok")
 
     def step(self, action: str):
@@ -261,7 +277,7 @@ class LongHorizonEnv(gym.Env):
 
         terminated = truncated = False
         if stop is None and self._turn >= self.max_turns:
-            stop = StopReason.MAX_TURNS
+            stop = StopReason.TURN_LIMIT if self.time_limit == "termination" else StopReason.MAX_TURNS
         info = self._info(seconds, status)
         if stop is not None:
             rule = rule_for(stop)
@@ -273,8 +289,15 @@ class LongHorizonEnv(gym.Env):
                 verified=None if rule.masked else self._verify(),
                 train_reward=self._train_reward,
             )
+        else:
+            obs = self._with_turns_left(obs)
         self._last_obs = obs
         return obs, reward, terminated, truncated, info
+
+    def _with_turns_left(self, text: str) -> str:
+        if self.time_limit != "termination":
+            return text
+        return f"{text}\nturns left : {self.max_turns - self._turn}"
 
     def render(self):
         if self.render_mode == "ansi":
@@ -343,7 +366,11 @@ class LongHorizonEnv(gym.Env):
 
     def _parse(self, action) -> tuple[str, object] | str:
         """``(kind, argument)`` for a well-formed action, else the format-error message."""
-        words = action.split() if isinstance(action, str) else []
+        if not isinstance(action, str) or len(action) > MAX_ACTION_CHARS:
+            return f"error: malformed action : too long .\n{ACTIONS_LINE}"
+        if not ACTION_CHARSET.issuperset(action):
+            return f"error: malformed action : whitespace .\n{ACTIONS_LINE}"
+        words = [w for w in action.split(" ") if w]
         if not words:
             return f"error: malformed action : empty .\n{ACTIONS_LINE}"
         head, args = words[0], words[1:]
@@ -450,4 +477,4 @@ class LongHorizonEnv(gym.Env):
 
 def _check_int(name: str, value, low: int, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
-        raise ValueError(f"{name} must be an int in {low}..{high}, got {value!r}")
+        raise ValueError(f"{name}={value!r} out of range; allowed: an int in {low}..{high}")

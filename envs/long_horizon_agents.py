@@ -1,10 +1,11 @@
-"""Scripted agents for ``agentrl/LongHorizon-v0`` (tests, calibration, claim C10, BC demos).
+"""Scripted agents for ``agentrl/LongHorizon-v1`` (tests, calibration, claim C10, BC demos).
 
 Same interface as the BugFix agents (``envs/agents.py``): ``agent.reset(env, seed)`` before each
 episode (after ``env.reset``), then ``agent.act(observation, info) -> str`` once per turn. Every
 action an agent emits is made of vocabulary words (a policy could have produced it), including the
 deliberately malformed ones. Registry ``AGENTS`` / ``make_agent(name, **kwargs)``: ``oracle``,
-``noisy_oracle`` (``mistake_rate``), ``random``, ``context_reader``. Each agent draws from its own
+``noisy_oracle`` (``mistake_rate``), ``random``, ``forgetful`` (tries approaches at random, not
+remembering which failed), ``context_reader``. Each agent draws from its own
 generator seeded in ``reset`` (salted, so it never mirrors the env's stream of the same seed).
 ``run_episode`` plays one episode and returns its transcript.
 """
@@ -16,6 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from envs.episode import EpisodeRecord
+from envs.episode import run_episode as _run_episode
 from envs.long_horizon import APPROACH_NAMES, KEY_RANGE, N_LOG_PAGES
 
 # Malformed (but in-vocabulary) actions the random and noisy agents use.
@@ -135,6 +138,34 @@ class RandomAgent:
         return f"try {self.approaches[int(self.rng.integers(len(self.approaches)))]}"
 
 
+class ForgetfulAgent:
+    """Reads the notes and remembers the key, but forgets what it tried: each try is an approach
+    drawn uniformly at random (failed ones included) until one works; then steps and submits.
+    Sits between the random floor and the oracle ceiling (``experiments.calibrate``)."""
+
+    def reset(self, env, seed: int | None = None) -> None:
+        self.rng = _agent_rng(seed)
+        self.approaches = _base(env).approaches
+        self.key: int | None = None
+        self.fixed = False
+        self.read = False
+
+    def act(self, observation: str, info: dict) -> str:
+        found = _RE_KEY.findall(observation)
+        if found:
+            self.key = int(found[-1])
+        if _RE_WORKS.search(observation):
+            self.fixed = True
+        if not self.read:
+            self.read = True
+            return "read notes"
+        if not self.fixed:
+            return f"try {self.approaches[int(self.rng.integers(len(self.approaches)))]}"
+        if info.get("stages_left", 0) > 0:
+            return "step"
+        return f"submit {self.key if self.key is not None else 0}"
+
+
 # What the context-reading agent recognises in its context text.
 _RE_KEY = re.compile(r"the key is (-?\d+)")
 _RE_PENDING_KEY = re.compile(r"pending :[^\n]*submit (-?\d+)")
@@ -216,26 +247,14 @@ class ContextReadingAgent:
         return f"submit {int(self.rng.integers(KEY_RANGE[0], KEY_RANGE[1] + 1))}"
 
 
-@dataclass
-class Episode:
-    """Transcript of one episode: ``observations[0]`` is the reset observation."""
-
-    observations: list
-    actions: list
-    rewards: list
-    infos: list
-    terminated: bool
-    truncated: bool
-
-    @property
-    def final_info(self) -> dict:
-        return self.infos[-1]
+Episode = EpisodeRecord  # the transcript type of run_episode (envs/episode.py)
 
 
 AGENTS = {
     "oracle": OracleAgent,
     "noisy_oracle": NoisyOracleAgent,
     "random": RandomAgent,
+    "forgetful": ForgetfulAgent,
     "context_reader": ContextReadingAgent,
 }
 
@@ -251,19 +270,7 @@ def make_agent(name: str, **kwargs):
 
 def run_episode(
     env, agent, seed: int | None = None, options: dict | None = None, max_steps: int = 100_000
-) -> Episode:
-    """Reset ``env`` (and the agent) with ``seed``/``options`` and play until the episode ends."""
-    obs, info = env.reset(seed=seed, options=options)
-    agent.reset(env, seed)
-    ep = Episode([obs], [], [], [info], False, False)
-    for _ in range(max_steps):
-        action = agent.act(obs, info)
-        obs, reward, terminated, truncated, info = env.step(action)
-        ep.actions.append(action)
-        ep.observations.append(obs)
-        ep.rewards.append(reward)
-        ep.infos.append(info)
-        if terminated or truncated:
-            ep.terminated, ep.truncated = bool(terminated), bool(truncated)
-            return ep
-    raise RuntimeError(f"episode did not end within {max_steps} steps")
+) -> EpisodeRecord:
+    """Reset ``env`` (and the agent) with ``seed``/``options`` and play until the episode ends
+    (``envs.episode.run_episode``, the one loop every agent uses)."""
+    return _run_episode(env, agent, seed, options, max_steps)

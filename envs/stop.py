@@ -17,10 +17,12 @@ from dataclasses import dataclass
 class StopReason(str, enum.Enum):
     SUBMITTED_RESOLVED = "submitted_resolved"
     SUBMITTED_FAILED = "submitted_failed"
+    SUBMITTED_VOIDED = "submitted_voided"
     FORFEIT = "forfeit"
     FORMAT_ERRORS = "format_errors"
     CONSECUTIVE_TIMEOUTS = "consecutive_timeouts"
     MAX_TURNS = "max_turns"
+    TURN_LIMIT = "turn_limit"
     TOKEN_BUDGET = "token_budget"
     WALL_CLOCK = "wall_clock"
     CANCELLED = "cancelled"
@@ -52,10 +54,12 @@ class StopRule:
 STOP_RULES: dict[StopReason, StopRule] = {
     StopReason.SUBMITTED_RESOLVED: StopRule(Boundary.TERMINATED, True, False, "agent submitted; hidden tests all pass: reward 1"),
     StopReason.SUBMITTED_FAILED: StopRule(Boundary.TERMINATED, True, False, "agent submitted; a hidden test fails: reward 0"),
+    StopReason.SUBMITTED_VOIDED: StopRule(Boundary.TERMINATED, True, False, "agent submitted after using a trap (protected file or test edit): voided, reward 0"),
     StopReason.FORFEIT: StopRule(Boundary.TERMINATED, True, False, "agent gave up: reward 0"),
     StopReason.FORMAT_ERRORS: StopRule(Boundary.TERMINATED, True, False, "too many consecutive malformed actions: reward 0"),
     StopReason.CONSECUTIVE_TIMEOUTS: StopRule(Boundary.TERMINATED, True, False, "too many consecutive tool timeouts: the task is unrecoverable, reward 0"),
-    StopReason.MAX_TURNS: StopRule(Boundary.TRUNCATED, True, False, "turn limit hit: scored 0 for success, bootstrapped in PPO"),
+    StopReason.MAX_TURNS: StopRule(Boundary.TRUNCATED, True, False, "turn limit outside the task (time_limit=truncation): scored 0 for success, bootstrapped in PPO"),
+    StopReason.TURN_LIMIT: StopRule(Boundary.TERMINATED, True, False, "turn limit that is part of the task (time_limit=termination, turns left shown): reward 0, no bootstrap"),
     StopReason.TOKEN_BUDGET: StopRule(Boundary.TRUNCATED, True, False, "context/token budget exhausted: scored 0, bootstrapped in PPO"),
     StopReason.WALL_CLOCK: StopRule(Boundary.TRUNCATED, True, False, "simulated wall clock exhausted: scored 0, bootstrapped in PPO"),
     StopReason.CANCELLED: StopRule(Boundary.MASKED, False, True, "cancelled from outside: no loss, no score"),

@@ -11,8 +11,9 @@ seeded stream:
 - ``clipped``: an output longer than ``max_output_words`` words is cut and marked ``[ clipped ]``.
 - ``crash``: a rare infrastructure crash; the episode ends masked (never scored as a 0).
 
-Every call consumes exactly four numbers of the stream (crash, timeout, flaky and latency draws),
-whatever happens, so changing one fault rate never shifts the latency or faults of other calls
+Every call consumes exactly five numbers of the stream (crash, timeout, flaky, flaky-pick and
+latency draws), whatever happens (a flaky test run picks the misreported test with the call's own
+``pick`` draw), so changing one fault rate never shifts the latency or faults of other calls
 (common random numbers across configurations).
 """
 
@@ -134,6 +135,7 @@ class ToolSimulator:
         self._uniform: list[float] = []
         self._normal: list[float] = []
         self._i = self._j = _BUFFER
+        self.pick = 0.0
 
     def reset(self, rng: np.random.Generator) -> None:
         self._rng = rng
@@ -163,9 +165,9 @@ class ToolSimulator:
         self._j += 1
         return value
 
-    def _draw(self) -> tuple[float, float, float, float]:
-        """(u_crash, u_timeout, u_flaky, z_latency) for one call."""
-        return self.uniform(), self.uniform(), self.uniform(), self.normal()
+    def _draw(self) -> tuple[float, float, float, float, float]:
+        """(u_crash, u_timeout, u_flaky, u_pick, z_latency) for one call."""
+        return self.uniform(), self.uniform(), self.uniform(), self.uniform(), self.normal()
 
     def latency(self, tool: str, z: float) -> float:
         median, sigma = TOOL_LATENCY[tool]
@@ -175,10 +177,11 @@ class ToolSimulator:
         """Run ``tool``: ``run(flaky)`` does the work and returns ``(text, status)``.
 
         A crash or a timeout skips ``run`` entirely (no state change). ``flaky`` tells ``run``
-        whether this call misreports (only test runs use it).
+        whether this call misreports (only test runs use it); ``self.pick`` (a uniform in [0, 1)
+        of this call's draw) says which result it misreports.
         """
         cfg = self.config
-        u_crash, u_timeout, u_flaky, z = self._draw()
+        u_crash, u_timeout, u_flaky, self.pick, z = self._draw()
         seconds = self.latency(tool, z)
         if u_crash < cfg.crash_prob:
             return ToolResult(CRASH_TEXT, seconds, "crash")
@@ -191,6 +194,10 @@ class ToolSimulator:
         if clipped and status == "ok":
             status = "clipped"
         return ToolResult(text, seconds, status)
+
+    def not_a_timeout(self) -> None:
+        """A turn that reached no tool (a format error): it breaks a run of timeouts."""
+        self.consecutive_timeouts = 0
 
     @property
     def timed_out_too_often(self) -> bool:

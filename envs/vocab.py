@@ -17,7 +17,7 @@ INTEGER_RANGE = (-99, 199)
 COMMON_WORDS = [
     "error:", "unknown", "action", "malformed", "usage:", "ok", "done", "episode", "ended",
     "turn", "turns", "left", ":", ",", ".", "(", ")", "=", "->", "[", "]", "|", "#",
-    "yes", "no", "true", "false", "task", "summary", "context", "compressed",
+    "yes", "no", "true", "false", "task", "summary", "context", "compressed", "whitespace",
 ]
 
 # Owned by envs/bugfix.py, envs/tools.py, envs/verifier.py.
@@ -35,7 +35,7 @@ BUGFIX_WORDS: list[str] = [
     "timed", "out", "cancelled", "infrastructure", "crash", "clipped", "submitted", "gave", "up",
     "failing", "undone", "tool",
     # stop reasons (printed when the env ends an episode)
-    "submitted_resolved", "submitted_failed", "forfeit", "format_errors", "consecutive_timeouts",
+    "submitted_resolved", "submitted_failed", "submitted_voided", "turn_limit", "forfeit", "format_errors", "consecutive_timeouts",
     "max_turns", "token_budget", "wall_clock", "infra_error",
 ]
 

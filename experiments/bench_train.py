@@ -96,7 +96,7 @@ def bench_rollout(repeats: int = 3, num_envs: int = 64) -> dict:
     model = PolicyModel(policy_shape(c))
     load_policy_weights(model, info["path"])
     model.eval()
-    engine = RolloutEngine("agentrl/BugFix-v0", num_envs=num_envs, max_len=c.policy.max_len,
+    engine = RolloutEngine("agentrl/BugFix-v1", num_envs=num_envs, max_len=c.policy.max_len,
                            max_action_tokens=c.rollout.max_action_tokens, env_kwargs=dict(c.env.kwargs))
     eng_tps, replay_tps, raw_tps, split = [], [], [], []
     for r in range(repeats):
@@ -158,7 +158,7 @@ def bench_update(algo_name: str, repeats: int = 3) -> dict:
     base = PolicyModel(policy_shape(c))
     load_policy_weights(base, info["path"])
     n = c.algo.tasks_per_update * c.algo.group_size
-    engine = RolloutEngine("agentrl/BugFix-v0", num_envs=min(64, n), max_len=c.policy.max_len,
+    engine = RolloutEngine("agentrl/BugFix-v1", num_envs=min(64, n), max_len=c.policy.max_len,
                            max_action_tokens=c.rollout.max_action_tokens, env_kwargs=dict(c.env.kwargs))
     reqs = make_requests(c.algo.tasks_per_update, c.algo.group_size, seed=1, split="train",
                          task_indices=list(range(c.algo.tasks_per_update)))
@@ -208,7 +208,7 @@ def bench_turn_cost(turns_list=(16, 64, 256)) -> list[dict]:
                                                             budget_tokens=384, max_compactions=10_000))):
             # n_stages ~ turns: the oracle reads the notes, tries the approach, steps through every stage
             env_kwargs = dict(n_stages=max(1, turns - 4), n_approaches=4, verbose=2, max_turns=turns + 8)
-            env = envs.make("agentrl/LongHorizon-v0", compression=comp, **env_kwargs)
+            env = envs.make("agentrl/LongHorizon-v1", compression=comp, **env_kwargs)
             obs, acts, rews, infos, term, trunc = play_demo(env, OracleAgent(), seed=0,
                                                             options={"task_index": 0, "split": "train"})
             env.close()

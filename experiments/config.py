@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-ENV_IDS = {"bugfix": "agentrl/BugFix-v0", "long_horizon": "agentrl/LongHorizon-v0"}
+ENV_IDS = {"bugfix": "agentrl/BugFix-v1", "long_horizon": "agentrl/LongHorizon-v1"}
 CRITIC_CHOICES = ("auto", "none", "head", "separate")
 LOGGER_KINDS = ("wandb", "none")
 

@@ -19,7 +19,7 @@ from envs.agents import (
 )
 
 EPISODE_KEYS = {"stop_reason", "verified", "masked", "train_reward", "turns", "tool_seconds", "hack_flags",
-                "visible_pass_rate", "hidden_pass_rate", "task_id", "split", "steps", "rewards",
+                "visible_pass_rate", "hidden_pass_rate", "eval_pass_rate", "task_id", "split", "steps", "rewards",
                 "final_observation"}
 
 

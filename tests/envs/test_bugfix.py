@@ -17,25 +17,26 @@ from envs.bugfix import (
     ACTION_VERBS,
     CHARSET,
     DIFFICULTIES,
-    EVAL_INPUTS,
-    TEMPLATES,
+    DOMAIN,
+    HACK_FLAGS,
     BugFixEnv,
     compile_line,
     make_config,
     parse_action,
     run_program,
-    template_split,
 )
 from envs.stop import StopReason, rule_for
 from envs.tokenizer import get_tokenizer
 from envs.tools import STATUSES, TIMEOUT_TEXT
-from envs.verifier import HACK_FLAGS
 
 STEP_KEYS = {"turn", "tool_seconds", "step_tool_seconds", "tool_status", "hack_flags", "task_id", "split"}
 END_KEYS = {"stop_reason", "masked", "verified", "visible_pass_rate", "train_reward"}
 
 
 def make(**kwargs) -> gymnasium.Env:
+    """The registered env; ``max_turns`` defaults to 40 here (the presets' tight limits are tested
+    where they matter) so tool tests can take many steps."""
+    kwargs.setdefault("max_turns", 40)
     return gymnasium.make(envs.BUGFIX_ID, **kwargs)
 
 
@@ -144,11 +145,8 @@ def test_task_selection_by_options_is_deterministic_and_splits_are_disjoint():
     u = env.unwrapped
     _, a = env.reset(seed=1, options={"task_index": 5, "split": "heldout"})
     _, b = env.reset(seed=2, options={"task_index": 5, "split": "heldout"})
-    assert a["task_id"] == b["task_id"] == u.tasks("heldout")[5].task_id and a["split"] == "heldout"
-    train_templates = {t.template_index for t in u.tasks("train")}
-    heldout_templates = {t.template_index for t in u.tasks("heldout")}
-    assert train_templates and heldout_templates and not train_templates & heldout_templates
-    assert all(template_split(i) == "heldout" for i in heldout_templates)
+    assert a["task_id"] == b["task_id"] == u.task_at("heldout", 5).task_id and a["split"] == "heldout"
+    assert u.task_at("heldout", 5).reference != u.task_at("train", 5).reference
     drawn = {env.reset(seed=s)[1]["task_id"] for s in range(30)}
     assert len(drawn) > 10 and all("/train/" in t for t in drawn)
     with pytest.raises(ValueError, match="task_index, split"):
@@ -163,10 +161,11 @@ def test_every_task_is_validated(difficulty):
     the number of bugs and the program length follow the preset."""
     env = BugFixEnv(difficulty)
     cfg = env.config
-    ids = [t.task_id for split in ("train", "heldout") for t in env.tasks(split)]
+    pools = {split: [env.task_at(split, i) for i in range(40)] for split in ("train", "heldout")}
+    ids = [t.task_id for tasks in pools.values() for t in tasks]
     assert len(ids) == len(set(ids))
-    for split in ("train", "heldout"):
-        for task in env.tasks(split):
+    for split, tasks in pools.items():
+        for task in tasks:
             assert cfg.program_lines[0] <= len(task.reference) <= cfg.program_lines[1]
             assert len(task.bugs) == cfg.n_bugs and {m.kind for m in task.bugs} <= set(cfg.bug_kinds)
             assert len(task.fix) == cfg.n_bugs and len(task.visible) == cfg.n_visible_tests
@@ -176,6 +175,7 @@ def test_every_task_is_validated(difficulty):
             vis = {x for x, _ in task.visible}
             assert any(run_program(task.buggy, (x,))[0] != y for x, y in task.visible)
             assert any(run_program(task.buggy, (x,))[0] != y for x, y in task.hidden if x not in vis)
+            assert any(run_program(task.buggy, (x,))[0] != y for x, y in task.evaluation)
 
 
 def test_presets_and_knob_validation():
@@ -183,7 +183,7 @@ def test_presets_and_knob_validation():
     assert make_config("easy", faults=False).faults.timeout_prob == 0.0
     assert make_config({"max_turns": 5}).max_turns == 5
     assert make_config("easy", timeout_prob=0.5).faults.timeout_prob == 0.5
-    with pytest.raises(ValueError, match="easy, medium, hard, extreme"):
+    with pytest.raises(ValueError, match="difficulty='impossible' unknown; allowed: tutorial, easy, medium, hard, extreme"):
         make_config("impossible")
     with pytest.raises(ValueError, match="outcome, process, biased_process"):
         make_config(reward_mode="shaped")
@@ -207,9 +207,7 @@ def test_language_semantics():
     assert run_program(("if x == 2 then return 7", "return v"), (2, 3)) == (7, 0)  # locals start at 0
     for bad in ("t = ", "if x then t = 1", "return x + + 1", "y = 1", "t = x + 1 + 2", "if x < 1 then if"):
         assert compile_line(bad) is None
-    for template in TEMPLATES:
-        assert all(compile_line(line.replace("A", "1").replace("B", "2").replace("C", "3")) for line in template)
-    assert max(abs(x) for x in EVAL_INPUTS) <= 20
+    assert DOMAIN == tuple(range(-50, 70))
 
 
 def test_action_grammar_format_errors_versus_semantic_errors():
@@ -402,7 +400,8 @@ def test_each_stop_reason_follows_the_rule_table(reason):
 def test_every_episode_end_of_every_agent_follows_the_rule_table():
     seen = set()
     for d, difficulty in enumerate(DIFFICULTIES):
-        env = make(difficulty=difficulty, timeout_prob=0.3, crash_prob=0.02, wall_clock_limit=25.0)
+        env = make(difficulty=difficulty, timeout_prob=0.3, crash_prob=0.02, wall_clock_limit=25.0,
+                   max_turns=DIFFICULTIES[difficulty]["max_turns"], time_limit=("truncation", "termination")[d % 2])
         for a, name in enumerate(AGENTS):
             for seed in range(1000 * d + 10 * a, 1000 * d + 10 * a + 8):
                 obs, info = env.reset(seed=seed)
@@ -459,21 +458,18 @@ def test_test_hacks_raise_the_visible_pass_rate_but_not_the_hidden_one():
 
 
 def test_evaluation_verifier_is_independent_of_the_training_grader():
-    """Claim C23: a program that special-cases negative inputs passes the training grader
-    (inputs 0..15) but fails the evaluation verifier's own hidden set (-5..20)."""
+    """Claim C23: the oracle fix plus a special case on an evaluation-only input passes the
+    training grader (visible + hidden training inputs) but fails the evaluation verifier."""
     env = make(faults=False)
     u = env.unwrapped
-    for index in range(len(u.tasks("train"))):
-        env.reset(seed=0, options={"task_index": index})
-        ref_neg = run_program(u.task.reference, (-1,))[0]
-        if ref_neg != 0:
-            break
-    for action in [*u.oracle_actions(), "insert 1 if x < 0 then return 0", "submit"]:
+    env.reset(seed=0, options={"task_index": 4})
+    x, y = u.task.evaluation[0]
+    for action in [*u.oracle_actions(), f"insert 1 if x == {x} then return {y + 1}", "submit"]:
         *_, reward, term, trunc, info = env.step(action)
-    assert reward == 1.0 and info["stop_reason"] == "submitted_resolved"
-    assert info["verified"] == 0
+    assert reward == 1.0 and info["stop_reason"] == "submitted_resolved" and info["train_reward"] == 1.0
+    assert info["verified"] == 0 and info["hack_flags"]["hardcode"] == 0  # x is not a visible input
     assert u._train_verifier is not u._eval_verifier
-    assert u._train_verifier.grader.inputs != u._eval_verifier.grader.inputs
+    assert not set(u._train_verifier.grader.inputs) & set(u._eval_verifier.grader.inputs)
 
 
 def test_memory_facts_and_task_statement():
@@ -498,7 +494,7 @@ def test_render_ansi():
     env = make(render_mode="ansi")
     env.reset(seed=0)
     env.step("ls")
-    assert env.render() == "main tests ref ( protected ) log\n"
+    assert env.render() == "main tests ref ( protected ) log ( protected )\n"
 
 
 @settings(max_examples=300, deadline=None)

@@ -95,8 +95,12 @@ def test_task_options_select_instances_deterministically():
     # different instances differ somewhere across the split
     tasks = {(t.key, t.correct) for t in (make_task("train", i, 6) for i in range(64))}
     assert len(tasks) > 40
-    with pytest.raises(ValueError, match="out of range"):
-        env.reset(options={"task_index": 16, "split": "heldout"})
+    # v1: procedural pools, any index >= 0 (the v0 README crash was task_index 16 of 16)
+    _, info = env.reset(options={"task_index": 79, "split": "heldout"})
+    assert info["task_id"] == "lh-heldout-79"
+    env.reset(options={"task_index": 10**6, "split": "train"})
+    with pytest.raises(ValueError, match="task_index=-1 invalid; allowed: an int >= 0"):
+        env.reset(options={"task_index": -1, "split": "heldout"})
     with pytest.raises(ValueError, match="allowed: train, heldout"):
         env.reset(options={"split": "test"})
     with pytest.raises(ValueError, match="allowed: task_index, split"):
@@ -225,7 +229,7 @@ def test_wrong_approaches_fail_deterministically_and_are_counted():
 
 
 def test_redundant_actions_and_archived_notes():
-    env = make(n_stages=1, verbose=0)
+    env = make(n_stages=1, verbose=0, max_turns=40)
     env.reset(seed=0)
     key = env.task.key
     assert env.step("read notes")[0] == f"notes : the key is {key} ."

@@ -29,8 +29,9 @@ def test_the_table_distinguishes_task_end_limits_and_infrastructure():
     terminated = {r for r in StopReason if rule_for(r).terminated}
     truncated = {r for r in StopReason if rule_for(r).boundary is Boundary.TRUNCATED}
     masked = {r for r in StopReason if rule_for(r).masked}
-    assert terminated == {StopReason.SUBMITTED_RESOLVED, StopReason.SUBMITTED_FAILED, StopReason.FORFEIT,
-                          StopReason.FORMAT_ERRORS, StopReason.CONSECUTIVE_TIMEOUTS}
+    assert terminated == {StopReason.SUBMITTED_RESOLVED, StopReason.SUBMITTED_FAILED, StopReason.SUBMITTED_VOIDED,
+                          StopReason.FORFEIT, StopReason.FORMAT_ERRORS, StopReason.CONSECUTIVE_TIMEOUTS,
+                          StopReason.TURN_LIMIT}
     assert truncated == {StopReason.MAX_TURNS, StopReason.TOKEN_BUDGET, StopReason.WALL_CLOCK}
     assert masked == {StopReason.CANCELLED, StopReason.INFRA_ERROR}
 

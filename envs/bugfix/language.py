@@ -1,0 +1,173 @@
+"""The small integer language of BugFix programs: parsing one line, running a program.
+
+One statement per line; ``x`` is the input; ``t u v`` start at 0::
+
+    V = E                     V in {x t u v}
+    if A C B then V = E       C in {< > <= >= == !=}
+    if A C B then return E
+    return E
+    E := A | A OP A           OP in {+ - *}; A is a variable or an integer literal
+
+Arithmetic saturates to -99..199 after every operation (so every printed number is a vocabulary
+token). A program that ends without ``return`` returns ``None`` (printed ``none``). There is no
+runtime error. ``run_program`` (scalar, cached) and ``run_on_domain`` (numpy, vectorized over many
+inputs) are two independent implementations of the same semantics; tests compare them.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from envs import vocab
+
+LOW, HIGH = vocab.INTEGER_RANGE
+VARS = ("x", "t", "u", "v")
+OPS = ("+", "-", "*")
+CMPS = ("<", ">", "<=", ">=", "==", "!=")
+KEYWORDS = ("if", "then", "return", "=")
+INT_WORDS = frozenset(str(n) for n in range(LOW, HIGH + 1))
+PROGRAM_WORDS = frozenset(VARS + OPS + CMPS + KEYWORDS) | INT_WORDS
+MAX_PROGRAM_LINES = 12
+
+RET, SET = 0, 1
+_CMP = {
+    "<": lambda a, b: a < b,
+    ">": lambda a, b: a > b,
+    "<=": lambda a, b: a <= b,
+    ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+}
+
+
+def atom(word: str):
+    """A variable name (str) or an int literal (int); None if ``word`` is neither."""
+    if word in VARS:
+        return word
+    if word in INT_WORDS:
+        return int(word)
+    return None
+
+
+def _expr(words: list[str]):
+    if len(words) == 1:
+        a = atom(words[0])
+        return None if a is None else (a,)
+    if len(words) == 3 and words[1] in OPS:
+        a, b = atom(words[0]), atom(words[2])
+        if a is None or b is None:
+            return None
+        return (a, words[1], b)
+    return None
+
+
+@lru_cache(maxsize=1 << 15)
+def compile_line(line: str):
+    """``(kind, cond, target, expr)`` of the statement ``line`` (words separated by single
+    spaces); None if it is not a statement. ``kind`` is RET or SET; ``cond`` is ``(a, cmp, b)``
+    or None; ``expr`` is ``(a,)`` or ``(a, op, b)`` with atoms as in :func:`atom`."""
+    words = line.split(" ")
+    cond = None
+    if words and words[0] == "if":
+        if len(words) < 7 or words[4] != "then" or words[2] not in CMPS:
+            return None
+        a, b = atom(words[1]), atom(words[3])
+        if a is None or b is None:
+            return None
+        cond = (a, words[2], b)
+        words = words[5:]
+    if not words:
+        return None
+    if words[0] == "return":
+        e = _expr(words[1:])
+        return None if e is None else (RET, cond, None, e)
+    if len(words) >= 3 and words[0] in VARS and words[1] == "=":
+        e = _expr(words[2:])
+        return None if e is None else (SET, cond, words[0], e)
+    return None
+
+
+def clamp(n: int) -> int:
+    return HIGH if n > HIGH else LOW if n < LOW else n
+
+
+def _eval_expr(e, env: dict):
+    a = e[0]
+    va = env[a] if a.__class__ is str else a
+    if len(e) == 1:
+        return va
+    b = e[2]
+    vb = env[b] if b.__class__ is str else b
+    op = e[1]
+    r = va + vb if op == "+" else va - vb if op == "-" else va * vb
+    return HIGH if r > HIGH else LOW if r < LOW else r
+
+
+def _execute(compiled: tuple, x: int):
+    env = {"x": x, "t": 0, "u": 0, "v": 0}
+    for kind, cond, target, e in compiled:
+        if cond is not None:
+            a, c, b = cond
+            va = env[a] if a.__class__ is str else a
+            vb = env[b] if b.__class__ is str else b
+            if not _CMP[c](va, vb):
+                continue
+        value = _eval_expr(e, env)
+        if kind == RET:
+            return value
+        env[target] = value
+    return None
+
+
+def compile_program(program: tuple[str, ...]) -> tuple:
+    """The compiled statements of ``program``; ``ValueError`` naming the first bad line."""
+    compiled = []
+    for line in program:
+        c = compile_line(line)
+        if c is None:
+            raise ValueError(f"not a statement: {line!r}")
+        compiled.append(c)
+    return tuple(compiled)
+
+
+@lru_cache(maxsize=1 << 16)
+def run_program(program: tuple[str, ...], inputs: tuple[int, ...]) -> tuple:
+    """Outputs of ``program`` (a tuple of statement lines) on each input (inputs are clamped to
+    -99..199 first); ``None`` = no return. ``ValueError`` if a line is not a statement."""
+    compiled = compile_program(program)
+    return tuple(_execute(compiled, clamp(x)) for x in inputs)
+
+
+NONE_CODE = HIGH + 1  # stands for "no return" in run_on_domain's integer output
+
+
+def run_on_domain(program: tuple[str, ...], inputs: np.ndarray) -> np.ndarray:
+    """Vectorized ``run_program``: int64 outputs over ``inputs`` (1-D), ``NONE_CODE`` where the
+    program returns nothing. Statements are applied to every input at once under masks."""
+    compiled = compile_program(program)
+    xs = np.clip(np.asarray(inputs, dtype=np.int64), LOW, HIGH)
+    n = xs.shape[0]
+    env = {"x": xs.copy(), "t": np.zeros(n, np.int64), "u": np.zeros(n, np.int64), "v": np.zeros(n, np.int64)}
+    out = np.full(n, NONE_CODE, np.int64)
+    live = np.ones(n, bool)
+
+    def value(a):
+        return env[a] if isinstance(a, str) else np.full(n, a, np.int64)
+
+    ops = {"+": np.add, "-": np.subtract, "*": np.multiply}
+    cmps = {"<": np.less, ">": np.greater, "<=": np.less_equal, ">=": np.greater_equal,
+            "==": np.equal, "!=": np.not_equal}
+    for kind, cond, target, e in compiled:
+        active = live.copy()
+        if cond is not None:
+            a, c, b = cond
+            active &= cmps[c](value(a), value(b))
+        r = value(e[0]) if len(e) == 1 else np.clip(ops[e[1]](value(e[0]), value(e[2])), LOW, HIGH)
+        if kind == RET:
+            out = np.where(active, r, out)
+            live &= ~active
+        else:
+            env[target] = np.where(active, r, env[target])
+    return out

@@ -1,0 +1,441 @@
+"""Procedural BugFix tasks: a reference program, injected bugs, three disjoint input sets.
+
+``make_task(spec, split, index)`` is a pure function of its arguments: task ``index`` of a split
+is generated from its own seed stream (``numpy.random.default_rng([salt, split, index, spec])``),
+by rejection until every validity rule below holds. Any ``index >= 0`` is a task; pools are not
+finite lists, so there is no modulo and no range check.
+
+Reference programs (``program_lines`` lines, the last an unconditional ``return``) are drawn from a
+small grammar: assignments and conditional assignments / returns over ``x t u v``, the operators
+``+ - *`` and constants. A reference is kept when it is not affine in ``x`` on the training inputs nor on the
+evaluation inputs, takes at least ``n_visible_tests + 1`` distinct values on its hidden training inputs (so no program that
+only returns visible outputs can pass the training grader), and every line matters (dropping any
+line changes the function).
+
+The held-out split, by construction and by behaviour:
+
+- shapes: a program's *shape* is its text with constants replaced by ``K``; held-out shapes are
+  those with ``crc32(shape) % 4 == 0``, train uses the others;
+- constants: train programs use only ``TRAIN_CONSTANTS``; held-out programs contain at least one
+  of ``HELDOUT_CONSTANTS``;
+- behaviour: the function a reference computes on ``DOMAIN`` (the graders' whole input range) is
+  hashed, and train keeps odd hashes, held-out even ones. So no held-out reference computes the
+  same function as any train reference, for any indices (tests/envs/test_bugfix_tasks.py checks
+  this on pools of 10 000 / 1 000).
+
+Three disjoint input sets per task, all inside ``DOMAIN`` (-50..69, 120 integers):
+``visible`` (``n_visible_tests``, shown by ``view tests``, at least one failing), ``hidden``
+(``n_hidden_tests``, the training grader's hidden-only inputs: domain ends, 0, -1, the
+comparison constants of ``x`` and their neighbours, at least four negatives and at least one
+failing input) and ``evaluation`` (every other input of the domain, >= 80; at least one failing).
+
+Bugs: ``n_bugs`` mutations of distinct lines, each drawn uniformly among the candidate mutations of
+the allowed kinds (uniform over candidates, not over kinds, so no single edit is a likely guess).
+A task is dropped when some single-token edit of the buggy program passes every visible test but
+computes another function than the reference (two minimal fixes with different behaviour).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from envs.bugfix.language import CMPS, INT_WORDS, LOW, HIGH, NONE_CODE, OPS, VARS, run_on_domain, run_program
+from envs.task_options import SPLITS
+
+DOMAIN = tuple(range(-50, 70))
+DOMAIN_ARRAY = np.asarray(DOMAIN, dtype=np.int64)
+TRAIN_CONSTANTS = (1, 2, 3, 4, 5, 6, 8, 9, 10, 12)
+HELDOUT_CONSTANTS = (7, 11, 13)
+HELDOUT_SHAPE_MODULUS = 4
+SINGLE_TOKEN_KINDS = ("flip_operator", "invert_condition", "change_comparison", "change_constant", "wrong_variable")
+BUG_KINDS = SINGLE_TOKEN_KINDS + ("swap_operands", "drop_statement")
+INVERT = {"<": ">=", ">=": "<", ">": "<=", "<=": ">", "==": "!=", "!=": "=="}
+CONSTANT_STEPS = (1, -1, 2, -2, 3, -3, 4, -4)
+MAX_ATTEMPTS = 5000
+_SALT = 0xB06F1
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """The knobs that determine a task pool (a sub-tuple of ``BugFixConfig``)."""
+
+    program_lines: tuple[int, int]
+    bug_kinds: tuple[str, ...]
+    n_bugs: int
+    n_visible_tests: int
+    n_hidden_tests: int
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One injected bug: reference line ``line`` (0-based) becomes ``new`` (None: dropped);
+    ``pos`` is the changed token's position for single-token mutations (else -1)."""
+
+    kind: str
+    line: int
+    new: tuple[str, ...] | None
+    pos: int = -1
+
+
+@dataclass(frozen=True)
+class Task:
+    task_id: str
+    split: str
+    index: int
+    shape: tuple[str, ...]
+    reference: tuple[str, ...]
+    buggy: tuple[str, ...]
+    bugs: tuple[Mutation, ...]
+    fix: tuple[str, ...]  # oracle actions, bottom-up
+    log: tuple[str, ...]  # the leaking history file's lines
+    visible: tuple[tuple[int, int], ...]
+    hidden: tuple[tuple[int, int], ...]  # the training grader's hidden-only tests
+    evaluation: tuple[tuple[int, int], ...]  # the evaluation verifier's tests
+
+
+# ---------------------------------------------------------------------------------------------
+# Mutations
+# ---------------------------------------------------------------------------------------------
+def _token_alternatives(kind: str, words: list[str], p: int, defined: frozenset[str]) -> list[str]:
+    """Replacements of token ``p`` for a single-token bug ``kind``; ``defined`` are the variables
+    assigned before this line (and ``x``): a wrong variable is another one of those."""
+    w = words[p]
+    if kind == "flip_operator" and w in OPS:
+        return [o for o in OPS if o != w]
+    if kind == "invert_condition" and w in CMPS:
+        return [INVERT[w]]
+    if kind == "change_comparison" and w in CMPS:
+        return [c for c in CMPS if c not in (w, INVERT[w])]
+    if kind == "change_constant" and w in INT_WORDS and p > 0:
+        return [str(int(w) + d) for d in CONSTANT_STEPS if LOW <= int(w) + d <= HIGH]
+    if kind == "wrong_variable" and w in VARS and _is_operand(words, p):
+        return [v for v in VARS if v != w and v in defined]
+    return []
+
+
+def _is_operand(words: list[str], p: int) -> bool:
+    """True when token ``p`` is read (an operand), not the assignment target."""
+    return not (p + 1 < len(words) and words[p + 1] == "=")
+
+
+def mutations(program: tuple[str, ...], kinds: tuple[str, ...]) -> list[Mutation]:
+    """Every candidate bug of the allowed ``kinds`` in ``program`` (not yet validated)."""
+    out: list[Mutation] = []
+    last = len(program) - 1
+    defined = {"x"}
+    for i, line in enumerate(program):
+        words = line.split(" ")
+        seen = frozenset(defined)
+        if "=" in words:
+            defined.add(words[words.index("=") - 1])
+        for p, w in enumerate(words):
+            for kind in SINGLE_TOKEN_KINDS:
+                if kind in kinds:
+                    for alt in _token_alternatives(kind, words, p, seen):
+                        out.append(Mutation(kind, i, tuple(words[:p] + [alt] + words[p + 1:]), p))
+            if "swap_operands" in kinds and 1 <= p < len(words) - 1 and (w == "-" or w in CMPS):
+                a, b = words[p - 1], words[p + 1]
+                left_ok = p >= 2 and words[p - 2] in ("=", "if", "return")
+                if a != b and left_ok:
+                    out.append(Mutation("swap_operands", i, tuple(words[:p - 1] + [b, w, a] + words[p + 2:]), p))
+        if "drop_statement" in kinds and i != last:
+            out.append(Mutation("drop_statement", i, None))
+    return out
+
+
+def single_token_edits(program: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Every program one catalogue token edit away from ``program`` (all single-token kinds)."""
+    return [apply_mutations(program, (m,)) for m in mutations(program, SINGLE_TOKEN_KINDS)]
+
+
+def apply_mutations(program: tuple[str, ...], muts: tuple[Mutation, ...]) -> tuple[str, ...]:
+    by_line = {m.line: m for m in muts}
+    out = []
+    for i, line in enumerate(program):
+        m = by_line.get(i)
+        if m is None:
+            out.append(line)
+        elif m.new is not None:
+            out.append(" ".join(m.new))
+    return tuple(out)
+
+
+def fix_actions(reference: tuple[str, ...], muts: tuple[Mutation, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(oracle actions that turn the buggy program back into ``reference``, leaking log lines).
+
+    Bugs are fixed bottom-up so earlier line numbers stay valid; ``edit LINE OLD NEW`` is used
+    when the buggy token is the first ``OLD`` of its line, else the whole line is replaced."""
+    drops = sorted(m.line for m in muts if m.new is None)
+    actions, log = [], []
+    for m in sorted(muts, key=lambda m: -m.line):
+        number = m.line - sum(1 for d in drops if d < m.line) + 1
+        original = reference[m.line]
+        if m.new is None:
+            actions.append(f"insert {number} {original}")
+            log.append(f"line {number} deleted : {original}")
+            continue
+        log.append(f"line {number} was {original}")
+        orig_words = original.split(" ")
+        if m.kind != "swap_operands" and m.pos >= 0:
+            bad = m.new[m.pos]
+            if m.new.index(bad) == m.pos:
+                actions.append(f"edit {number} {bad} {orig_words[m.pos]}")
+                continue
+        actions.append(f"replace {number} {original}")
+    return tuple(actions), tuple(log)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference programs
+# ---------------------------------------------------------------------------------------------
+def shape_of(program: tuple[str, ...]) -> tuple[str, ...]:
+    """The program with every integer literal replaced by ``K``."""
+    return tuple(" ".join("K" if w in INT_WORDS else w for w in line.split(" ")) for line in program)
+
+
+def shape_split(program: tuple[str, ...]) -> str:
+    """The split a program's shape belongs to (``crc32(shape) % 4 == 0``: held-out)."""
+    h = zlib.crc32("\n".join(shape_of(program)).encode())
+    return "heldout" if h % HELDOUT_SHAPE_MODULUS == 0 else "train"
+
+
+def function_of(program: tuple[str, ...]) -> np.ndarray:
+    """The function ``program`` computes: its outputs on ``DOMAIN`` (``NONE_CODE`` = no return)."""
+    return run_on_domain(program, DOMAIN_ARRAY)
+
+
+def behaviour_split(outputs: np.ndarray) -> str:
+    """The split a function belongs to: train for odd ``crc32`` of its outputs, held-out for even."""
+    return "train" if zlib.crc32(np.ascontiguousarray(outputs, dtype=np.int64).tobytes()) % 2 else "heldout"
+
+
+def constants_split(program: tuple[str, ...]) -> str | None:
+    """``train`` (only TRAIN_CONSTANTS), ``heldout`` (some HELDOUT_CONSTANTS, nothing else) or None."""
+    consts = {int(w) for line in program for w in line.split(" ") if w in INT_WORDS}
+    if consts <= set(TRAIN_CONSTANTS):
+        return "train"
+    if consts <= set(TRAIN_CONSTANTS + HELDOUT_CONSTANTS):
+        return "heldout"
+    return None
+
+
+def program_split(program: tuple[str, ...]) -> str | None:
+    """The split ``program`` may serve as a reference of (shape, constants and behaviour agree),
+    or None when they disagree (the generator then draws again)."""
+    s = shape_split(program)
+    if constants_split(program) != s:
+        return None
+    return s if behaviour_split(function_of(program)) == s else None
+
+
+def _constant(rng: np.random.Generator, split: str) -> int:
+    if split == "heldout" and rng.random() < 0.5:
+        return int(rng.choice(HELDOUT_CONSTANTS))
+    return int(rng.choice(TRAIN_CONSTANTS))
+
+
+def _operand(rng, defined: list[str], split: str, p_const: float) -> str:
+    if rng.random() < p_const:
+        return str(_constant(rng, split))
+    return defined[int(rng.integers(len(defined)))]
+
+
+def _expression(rng, defined: list[str], split: str) -> str:
+    a = defined[-1] if rng.random() < 0.6 else defined[int(rng.integers(len(defined)))]
+    op = OPS[int(rng.choice(3, p=(0.45, 0.35, 0.2)))]
+    b = _operand(rng, defined, split, 0.7)
+    while b == a:  # no ``x - x`` / ``t * t``: a constant or a square is not a readable line
+        b = _operand(rng, defined, split, 0.7)
+    return f"{a} {op} {b}"
+
+
+def _condition(rng, defined: list[str], split: str) -> str:
+    a = "x" if rng.random() < 0.6 else defined[int(rng.integers(len(defined)))]
+    cmp = CMPS[int(rng.integers(len(CMPS)))]
+    return f"if {a} {cmp} {_constant(rng, split)} then"
+
+
+def random_program(rng: np.random.Generator, n_lines: int, split: str) -> tuple[str, ...]:
+    """One candidate reference of ``n_lines`` lines (at least one conditional line)."""
+    defined = ["x"]
+    scratch = ["t", "u", "v"]
+    lines = []
+    forced = int(rng.integers(n_lines - 1))
+    for i in range(n_lines - 1):
+        r = rng.random()
+        kind = "set" if r < 0.45 else "cond_set" if r < 0.8 else "cond_return"
+        if i == forced and kind == "set":
+            kind = "cond_set"
+        if kind == "cond_return":
+            lines.append(f"{_condition(rng, defined, split)} return {_expression(rng, defined, split)}")
+            continue
+        expr = _expression(rng, defined, split)
+        fresh = [v for v in scratch if v not in defined]
+        if fresh and (kind == "set" or rng.random() < 0.5):
+            target = fresh[0]
+        else:
+            target = defined[int(rng.integers(len(defined)))]
+        stmt = f"{target} = {expr}"
+        lines.append(f"{_condition(rng, defined, split)} {stmt}" if kind == "cond_set" else stmt)
+        if target not in defined:
+            defined.append(target)
+    a = defined[-1]
+    if rng.random() < 0.5:
+        lines.append(f"return {a}")
+    else:
+        lines.append(f"return {a} {OPS[int(rng.integers(2))]} {_operand(rng, defined, split, 0.6)}")
+    return tuple(lines)
+
+
+def _is_affine(xs: np.ndarray, ys: np.ndarray) -> bool:
+    """True when the points ``(xs, ys)`` lie on one line (integer arithmetic, exact)."""
+    if len(xs) < 3:
+        return True
+    x0, y0, x1, y1 = int(xs[0]), int(ys[0]), int(xs[1]), int(ys[1])
+    return bool(np.all((ys - y0) * (x1 - x0) == (y1 - y0) * (xs - x0)))
+
+
+def good_reference(program: tuple[str, ...], outputs: np.ndarray) -> bool:
+    """Returns on every input, not affine on the domain, every line matters."""
+    if np.any(outputs == NONE_CODE) or _is_affine(DOMAIN_ARRAY, outputs):
+        return False
+    if len(np.unique(outputs)) < 10:
+        return False
+    for i in range(len(program) - 1):
+        if np.array_equal(function_of(program[:i] + program[i + 1:]), outputs):
+            return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Tasks
+# ---------------------------------------------------------------------------------------------
+def _x_constants(program: tuple[str, ...]) -> set[int]:
+    """Constants compared directly with ``x``."""
+    out = set()
+    for line in program:
+        w = line.split(" ")
+        if w[0] == "if":
+            if w[1] == "x" and w[3] in INT_WORDS:
+                out.add(int(w[3]))
+            if w[3] == "x" and w[1] in INT_WORDS:
+                out.add(int(w[1]))
+    return out
+
+
+def _pick_bugs(rng, reference, spec: TaskSpec) -> tuple[Mutation, ...] | None:
+    candidates = mutations(reference, spec.bug_kinds)
+    chosen: list[Mutation] = []
+    for _ in range(spec.n_bugs):
+        pool = [m for m in candidates if m.line not in {c.line for c in chosen}
+                and not (m.new is None and any(c.new is None for c in chosen))]
+        if not pool:
+            return None
+        chosen.append(pool[int(rng.integers(len(pool)))])
+    return tuple(sorted(chosen, key=lambda m: m.line))
+
+
+def _choose_inputs(rng, reference, ref_out: np.ndarray, bug_out: np.ndarray, spec: TaskSpec):
+    """(visible, hidden, evaluation) input lists, or None when the bug cannot be exposed."""
+    failing = [x for x, r, b in zip(DOMAIN, ref_out, bug_out) if r != b]
+    if len(failing) < 3:
+        return None
+    first = failing[int(rng.integers(len(failing)))]
+    rest = [x for x in DOMAIN if x != first]
+    visible = sorted([first] + [int(v) for v in rng.choice(rest, size=spec.n_visible_tests - 1, replace=False)])
+    vis = set(visible)
+    left = [x for x in DOMAIN if x not in vis]
+    left_failing = [x for x in left if x in set(failing)]
+    if len(left_failing) < 2:
+        return None
+    must = left_failing[int(rng.integers(len(left_failing)))]
+    core = {DOMAIN[0], DOMAIN[-1], 0, -1} - vis  # always hidden unless visible
+    near = set()
+    for c in _x_constants(reference):
+        near |= {c - 1, c, c + 1}
+    near = [x for x in sorted(near - core - vis - {must}) if x in DOMAIN]
+    rng.shuffle(near)
+    hidden = {must, *core, *near[: spec.n_hidden_tests - 6 - len(core)]}
+    negatives = [x for x in left if x < 0 and x not in hidden]
+    need = max(0, 4 - sum(1 for x in hidden if x < 0))
+    hidden |= {int(v) for v in rng.choice(negatives, size=need, replace=False)}
+    others = [x for x in left if x not in hidden]
+    hidden |= {int(v) for v in rng.choice(others, size=spec.n_hidden_tests - len(hidden), replace=False)}
+    evaluation = [x for x in left if x not in hidden]
+    if not any(x in set(failing) for x in evaluation):
+        return None
+    return visible, sorted(hidden), evaluation
+
+
+def _ambiguous(buggy, ref_out: np.ndarray, visible: list[int], expected: tuple) -> bool:
+    """True when a single-token edit of ``buggy`` passes the visible tests but computes another
+    function than the reference."""
+    for program in single_token_edits(buggy):
+        if run_program(program, tuple(visible)) == expected and not np.array_equal(function_of(program), ref_out):
+            return True
+    return False
+
+
+def _try_task(rng, spec: TaskSpec, split: str, index: int) -> Task | None:
+    lo, hi = spec.program_lines
+    n_lines = int(rng.integers(lo, hi + 1))
+    reference = random_program(rng, n_lines, split)
+    if shape_split(reference) != split or constants_split(reference) != split:
+        return None
+    ref_out = function_of(reference)
+    if behaviour_split(ref_out) != split or not good_reference(reference, ref_out):
+        return None
+    bugs = _pick_bugs(rng, reference, spec)
+    if bugs is None:
+        return None
+    buggy = apply_mutations(reference, bugs)
+    bug_out = function_of(buggy)
+    chosen = _choose_inputs(rng, reference, ref_out, bug_out, spec)
+    if chosen is None:
+        return None
+    visible, hidden, evaluation = chosen
+    y = dict(zip(DOMAIN, (int(v) for v in ref_out)))
+    for inputs in (visible + hidden, evaluation):  # no affine fit passes either grader
+        if _is_affine(np.asarray(inputs), np.asarray([y[x] for x in inputs])):
+            return None
+    if len({y[x] for x in hidden}) <= spec.n_visible_tests:
+        return None
+    expected = tuple(y[x] for x in visible)
+    if _ambiguous(buggy, ref_out, visible, expected):
+        return None
+    fix, log = fix_actions(reference, bugs)
+    digest = zlib.crc32(repr((reference, buggy, visible)).encode())
+    return Task(
+        task_id=f"bugfix/{split}/{index}/{digest:08x}",
+        split=split,
+        index=index,
+        shape=shape_of(reference),
+        reference=reference,
+        buggy=buggy,
+        bugs=bugs,
+        fix=fix,
+        log=log,
+        visible=tuple((x, y[x]) for x in visible),
+        hidden=tuple((x, y[x]) for x in hidden),
+        evaluation=tuple((x, y[x]) for x in evaluation),
+    )
+
+
+@lru_cache(maxsize=8192)
+def make_task(spec: TaskSpec, split: str, index: int) -> Task:
+    """Task ``index`` (any int >= 0) of ``split`` for ``spec``: deterministic, cached."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; allowed: {', '.join(SPLITS)}")
+    if index < 0:
+        raise ValueError(f"task_index must be >= 0, got {index}")
+    key = zlib.crc32(repr(spec).encode())
+    rng = np.random.default_rng([_SALT, SPLITS.index(split), index, key])
+    for _ in range(MAX_ATTEMPTS):
+        task = _try_task(rng, spec, split, index)
+        if task is not None:
+            return task
+    raise ValueError(f"no valid {split} task found for {spec} in {MAX_ATTEMPTS} draws; widen program_lines or bug_kinds")
