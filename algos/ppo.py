@@ -134,7 +134,7 @@ class PPOTrainer(Trainer):
     def advantages(self, batch: Batch, ctx: UpdateContext) -> torch.Tensor:
         algo = self.algo
         raw = ctx.extras["old_values_raw"]
-        layout = gae_layout(batch, raw, algo.value_level, algo.compression_as_terminal)
+        layout = gae_layout(batch, raw, algo.value_level, getattr(algo, "compression_as_terminal", False))
         adv, ret = gae(layout["rewards"], layout["values"], layout["next_values"], layout["terminated"],
                        layout["truncated"], gamma=algo.gamma, lam=algo.lam, mask=layout["mask"])
         ctx.extras["layout"] = layout

@@ -188,7 +188,7 @@ class Trainer:
         ctx = UpdateContext(old_logp=old_logp, ref_logp=ref_logp, loss_mask=loss_mask,
                             traj_keep=torch.ones(len(kept), dtype=torch.bool))
         ctx.extras["old_values_raw"] = old_out["values"]
-        if self.algo.loss_on_observations:
+        if getattr(self.algo, "loss_on_observations", False):  # field removed from the config (issue 9)
             # deliberately wrong (claim C8 demonstration): env-written tokens enter the loss too
             ctx.loss_mask = (batch.valid & (torch.arange(batch.tokens.shape[1]) > 0)).float()
         self.prepare(batch, ctx)
