@@ -34,7 +34,11 @@ def test_defaults_compose_and_validate(algo, env):
         (["algo.std=bessel"], "allowed: population, sample, none"),
         (["budget.kind=episodes"], "budget.kind='episodes' is not a valid choice; allowed: rollouts"),
         (["compression.strategy=zip"], "compression.strategy='zip' is not a valid choice"),
-        (["algo=ppo", "algo.dynamic_sampling=true"], "GRPO-only"),
+        (["algo.clip_low=1.5"], "algo.clip_low=1.5 must be in [0, 1)"),
+        (["algo=ppo", "algo.value_level=step"], "algo.value_level='step' is not a valid choice; allowed: token, turn"),
+        (["env.kwargs.difficulty=insane"], "env.kwargs of env agentrl/BugFix-v0: unknown difficulty 'insane'"),
+        (["compression=recent", "compression.keep_last=-3"], "compression of env agentrl/BugFix-v0: keep_last must be"),
+        (["rollout.max_action_tokens=600"], "rollout.max_action_tokens=600 must be in [1, policy.max_len - 4 = 508]"),
         (["rollout.staleness=-1"], "rollout.staleness=-1 must be >= 0"),
         (["policy.n_heads=3"], "divisible"),
         (["algo.kl_kind=k9"], "allowed: k1, k2, k3"),
@@ -54,3 +58,41 @@ def test_unknown_key_and_wrong_type_fail():
         cfg("algo.grup_size=8")  # not in the schema
     with pytest.raises(Exception):
         cfg("algo.group_size=eight")
+
+
+@pytest.mark.parametrize("algo, foreign", [
+    ("grpo", ["gamma", "lam", "vf_coef", "value_clip", "value_warmup_updates", "norm_adv", "value_level"]),
+    ("ppo", ["std", "adv_eps", "dynamic_sampling"]),
+])
+def test_each_algorithm_schema_has_only_its_own_knobs(algo, foreign):
+    """One home per knob: a GRPO config has no critic fields, a PPO config no group fields; setting
+    one is a composition error (and a TypeError in Python)."""
+    from experiments.config import AlgoConfig, ALGO_SCHEMAS
+
+    c = validate(cfg(f"algo={algo}"))
+    assert type(c.algo) is ALGO_SCHEMAS[algo]
+    for name in foreign:
+        assert not hasattr(c.algo, name), name
+        with pytest.raises(Exception, match=f"Could not override 'algo.{name}'"):
+            cfg(f"algo={algo}", f"algo.{name}=1")
+        with pytest.raises(TypeError, match=name):
+            AlgoConfig(name=algo, **{name: 1})
+    for removed in ("loss_on_observations", "compression_as_terminal"):
+        assert not hasattr(c.algo, removed)
+    assert not hasattr(c, "debug_kill_after_update")
+
+
+def test_algo_yaml_states_only_what_differs_from_the_schema():
+    """configs/algo/*.yaml: every value line differs from the schema default (the schema is the
+    one home of each knob and its default)."""
+    import yaml
+
+    from experiments.config import ALGO_SCHEMAS
+
+    for name, schema in ALGO_SCHEMAS.items():
+        data = yaml.safe_load((Path(CONFIGS) / "algo" / f"{name}.yaml").read_text())
+        data.pop("defaults")
+        default = schema()
+        assert data, name
+        for key, value in data.items():
+            assert getattr(default, key) != value, f"configs/algo/{name}.yaml repeats the default {key}={value}"
