@@ -88,7 +88,7 @@ def test_bad_config_fails_fast_with_one_line(tmp_path, ws_cache):
     for overrides, expected in (
         (["env.kwargs.difficulty=insane"],
          "config error: env.kwargs of env agentrl/BugFix-v0: unknown difficulty 'insane'; allowed: "),
-        (["compression=recent", "compression.keep_last=-3"],
+        (["compression=recent", "compression.budget_tokens=128", "compression.keep_last=-3"],
          "config error: compression of env agentrl/BugFix-v0: keep_last must be an int >= 1"),
     ):
         proc = train(run_dir, "algo=grpo", *overrides, ws_cache=ws_cache, check=False)
