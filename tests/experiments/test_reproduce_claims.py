@@ -7,6 +7,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+import pytest
 
 from experiments import reproduce_claims as rc
 
@@ -36,6 +37,7 @@ def rows_of(stdout: str) -> dict[str, list[str]]:
     return rows
 
 
+@pytest.mark.slow
 def test_entry_point_prints_every_claim_and_exits_zero():
     done = run_entry_point()
     assert done.returncode == 0, done.stdout + done.stderr
@@ -97,6 +99,7 @@ def test_pending_and_optional_do_not_fail(capsys):
     assert "| C6 | w | e | needs #4 (trainers) | PENDING |" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_env_claim_rows_pass_with_measured_numbers():
     """C9, C10, C11, C21, C23, C24 run the real envs and scripted agents in the entry point and
     PASS; each row reports what it measured (numbers), never a placeholder."""
@@ -114,6 +117,7 @@ def test_env_claim_rows_pass_with_measured_numbers():
     assert "scripted agents" in rows["C24"][3]
 
 
+@pytest.mark.slow
 def test_trainer_claim_rows_run_the_trainers_with_measured_numbers():
     """C6, C7, C8, C12, C13, C14, C17, C19, C20 run the rollout engine / trainers / experiments.train
     in the entry point; each row reports what it measured (numbers), never a placeholder."""

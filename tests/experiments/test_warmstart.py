@@ -4,6 +4,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
@@ -38,6 +39,7 @@ def test_demonstrations_mark_only_the_demo_actions_as_sampled(tmp_path):
             assert set(s.policy_version) <= {-1}  # demos: no policy version sampled them
 
 
+@pytest.mark.slow
 def test_warm_start_is_built_once_and_cached_by_config(tmp_path):
     c = tiny(tmp_path)
     info = ensure_warmstart(c, verbose=False)
