@@ -126,3 +126,25 @@ def test_validate_reruns_field_checks_on_a_mutated_object():
     c.algo.group_size = 1
     with pytest.raises(ConfigError, match="algo.group_size=1 is invalid for GRPO"):
         validate(c)
+
+
+def test_build_kwargs_and_requests_are_functions_of_the_config():
+    from experiments.build import compression_kwargs, env_kwargs, policy_shape, rollouts_per_update, update_requests
+
+    c = TrainConfig(algo=GrpoConfig(group_size=4, tasks_per_update=3))
+    c.env.kwargs = {"difficulty": "easy"}
+    c.eval.env_kwargs = {"timeout_prob": 0.1}
+    assert env_kwargs(c) == {"difficulty": "easy"}
+    assert env_kwargs(c, evaluation=True) == {"difficulty": "easy", "timeout_prob": 0.1}
+    assert compression_kwargs(c) is None  # strategy none: no wrapper
+    c.compression.strategy = "recent"
+    comp = compression_kwargs(c)
+    assert comp["strategy"] == "recent" and comp["keep_last"] == 2 and "every_turns" not in comp
+    assert policy_shape(c, critic="head").critic == "head" and policy_shape(c).d_model == c.policy.d_model
+    assert rollouts_per_update(c) == 12  # 3 tasks x G=4
+    reqs = update_requests(c, 5)
+    assert len(reqs) == 12 and [r.group_id for r in reqs] == [0] * 4 + [1] * 4 + [2] * 4
+    again = update_requests(c, 5)
+    assert [(r.seed, r.options) for r in reqs] == [(r.seed, r.options) for r in again]  # resume draws the same
+    assert [r.seed for r in update_requests(c, 6)] != [r.seed for r in reqs]
+    assert all(0 <= r.options["task_index"] < c.env.train_tasks and r.options["split"] == "train" for r in reqs)
