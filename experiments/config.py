@@ -164,6 +164,10 @@ class AlgoConfig:
         from algos.losses import AGGREGATION_MODES, KL_ESTIMATORS
         from algos.trainer import LR_SCHEDULES, OFF_POLICY_CORRECTIONS, RATIO_KINDS
 
+        if self.name != MISSING and algo_schema(self.name) is not type(self):
+            raise ConfigError(f"algo.name={self.name!r} does not match its schema {type(self).__name__} "
+                              f"(expected {algo_schema(self.name).__name__})")
+
         _allowed("algo.loss_agg", self.loss_agg, list(AGGREGATION_MODES))
         _allowed("algo.kl_kind", self.kl_kind, list(KL_ESTIMATORS))
         _allowed("algo.ratio", self.ratio, list(RATIO_KINDS))
@@ -199,7 +203,6 @@ class GrpoConfig(AlgoConfig):
     def __post_init__(self) -> None:
         from algos.advantages import STD_CONVENTIONS
 
-        _allowed("algo.name", self.name, ("grpo",))
         if self.group_size < 2:
             raise ConfigError(
                 f"algo.group_size={self.group_size} is invalid for GRPO: group-relative advantages need at least 2 "
@@ -233,7 +236,6 @@ class PpoConfig(AlgoConfig):
     def __post_init__(self) -> None:
         from algos.ppo import VALUE_LEVELS
 
-        _allowed("algo.name", self.name, ("ppo",))
         super().__post_init__()
         _allowed("algo.value_level", self.value_level, list(VALUE_LEVELS))
         if not (0 <= self.gamma <= 1 and 0 <= self.lam <= 1):
@@ -244,7 +246,10 @@ class PpoConfig(AlgoConfig):
         _at_least("algo.vf_coef", self.vf_coef, 0)
 
 
-#: algorithm name -> its config schema (the ``algo`` Hydra group has one option per entry)
+#: algorithm name -> its config schema (the ``algo`` Hydra group has one option per entry, and
+#: ``register_configs`` stores ``algo/<name>_schema`` for each). A new trainer gets a schema here
+#: (a subclass of the schema whose fields it reads, e.g. ``class RlooConfig(GrpoConfig): name = "rloo"``)
+#: and a ``configs/algo/<name>.yaml`` whose defaults list starts with ``<name>_schema``.
 ALGO_SCHEMAS: dict[str, type[AlgoConfig]] = {"grpo": GrpoConfig, "ppo": PpoConfig}
 
 

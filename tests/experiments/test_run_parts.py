@@ -105,20 +105,23 @@ def test_behavior_policy_samples_with_the_policy_k_updates_old(staleness):
         BehaviorPolicy(policy, -1)
 
 
-@pytest.mark.parametrize("change, message", [
+# the config field, the env id, then the env's own one-line message (its wording is the env's)
+@pytest.mark.parametrize("change, pattern", [
     (lambda c: c.env.kwargs.update(difficulty="insane"),
-     "env.kwargs of env agentrl/BugFix-v0: unknown difficulty 'insane'; allowed: easy, medium, hard, extreme"),
-    (lambda c: c.eval.env_kwargs.update(difficulty="insane"), "eval.env_kwargs of env agentrl/BugFix-v0: unknown"),
+     r"env\.kwargs of env agentrl/BugFix-v\d+: .*'insane'.*allowed: .*easy, medium, hard, extreme"),
+    (lambda c: c.eval.env_kwargs.update(difficulty="insane"), r"eval\.env_kwargs of env agentrl/BugFix-v\d+: .*'insane'"),
     (lambda c: (setattr(c.compression, "strategy", "recent"), setattr(c.compression, "keep_last", -3)),
-     "compression of env agentrl/BugFix-v0: keep_last must be an int >= 1"),
+     r"compression of env agentrl/BugFix-v\d+: keep_last must be an int >= 1"),
 ])
-def test_env_kwargs_are_checked_by_building_the_env(change, message):
+def test_env_kwargs_are_checked_by_building_the_env(change, pattern):
+    import re
+
     c = TrainConfig(algo=GrpoConfig())
     check_env(c)  # the defaults build
     change(c)
     with pytest.raises(ConfigError) as err:
         validate(c)  # a mutated object is rebuilt, so its __post_init__ checks run again
-    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+    assert re.match(pattern, str(err.value)) and "\n" not in str(err.value), str(err.value)
 
 
 def test_validate_reruns_field_checks_on_a_mutated_object():
