@@ -36,7 +36,7 @@ def test_defaults_compose_and_validate(algo, env):
         (["compression.strategy=zip"], "compression.strategy='zip' is not a valid choice"),
         (["algo.clip_low=1.5"], "algo.clip_low=1.5 must be in [0, 1)"),
         (["algo=ppo", "algo.value_level=step"], "algo.value_level='step' is not a valid choice; allowed: token, turn"),
-        (["env.kwargs.difficulty=insane"], "env.kwargs of env agentrl/BugFix-v"),
+        (["++env.kwargs.difficulty=insane"], "env.kwargs of env agentrl/BugFix-v"),
         (["compression=recent", "compression.keep_last=-3"], "compression of env agentrl/BugFix-v"),
         (["rollout.max_action_tokens=600"], "rollout.max_action_tokens=600 must be in [1, policy.max_len - 4 = 508]"),
         (["rollout.staleness=-1"], "rollout.staleness=-1 must be >= 0"),
