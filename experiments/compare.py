@@ -64,11 +64,13 @@ SWEEP_ENV: dict[str, str] = {
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
-#: ``--tiny``: every run of the sweep shrunk to seconds (the tiny policy, 16 rollouts, a 16-demo
-#: warm start, 4 eval episodes) and seed 0 only unless ``--seeds`` is given. Appended after the
-#: user's overrides, so it always wins; the numbers only show that the pipeline runs.
+#: ``--tiny``: every run of the sweep shrunk to seconds (the tiny policy and a compression budget
+#: that fits its 256-token context, 16 rollouts, a 16-demo warm start, 4 eval episodes) and seed 0
+#: only unless ``--seeds`` is given. Appended after the user's overrides, so it always wins; the
+#: numbers only show that the pipeline runs.
 TINY_OVERRIDES: tuple[str, ...] = (
     "policy.d_model=32", "policy.n_layers=1", "policy.n_heads=2", "policy.max_len=256",
+    "compression.budget_tokens=128",
     "algo.tasks_per_update=2", "algo.group_size=4", "rollout.num_envs=8", "budget.amount=16",
     "eval.every=1", "eval.tasks=2", "eval.samples_per_task=2",
     "warmstart.demos=16", "warmstart.epochs=1", "warmstart.eval_tasks=2",
