@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test claims bench clean
+.PHONY: venv demo test test-fast claims bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,8 +20,13 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m experiments.compare
 
+# Everything, end-to-end (`slow`) tests included: what CI runs.
 test: $(STAMP)
 	$(PY) -m pytest
+
+# The inner loop: everything except the end-to-end runs marked `slow`.
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow"
 
 claims: $(STAMP)
 	$(PY) -m experiments.reproduce_claims

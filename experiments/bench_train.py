@@ -38,7 +38,14 @@ from envs.tokenizer import get_tokenizer
 TARGET = 0.8
 
 
-def _default_config(**overrides):
+#: ``--quick``: the tiny preset's model and warm start, one repeat, a few envs, no per-turn table
+#: (seconds instead of minutes; the numbers only show that the benchmark runs)
+QUICK_OVERRIDES = ("experiment=tiny",)
+
+
+def _default_config(*extra: str, **overrides):
+    """The composed, validated default config with ``group=option`` overrides and ``extra``
+    override strings (e.g. ``experiment=tiny``)."""
     from hydra import compose, initialize_config_dir
     from pathlib import Path
 
@@ -47,7 +54,7 @@ def _default_config(**overrides):
     register_configs()
     configs = str(Path(__file__).resolve().parents[1] / "configs")
     with initialize_config_dir(config_dir=configs, version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"{k}={v}" for k, v in overrides.items()])
+        cfg = compose(config_name="config", overrides=[f"{k}={v}" for k, v in overrides.items()] + list(extra))
     return validate(cfg)
 
 
@@ -86,18 +93,17 @@ def raw_replay(model: PolicyModel, trace: list, batch: int, temperature: float =
         return time.perf_counter() - t0
 
 
-def bench_rollout(repeats: int = 3, num_envs: int = 64) -> dict:
-    from algos.rollout import RolloutEngine, make_requests
-    from experiments.train import mix_seed
-    from experiments.warmstart import ensure_warmstart, load_policy_weights, policy_shape
+def bench_rollout(repeats: int = 3, num_envs: int = 64, overrides: tuple[str, ...] = ()) -> dict:
+    from algos.rollout import make_requests
+    from experiments.build import load_policy_weights, mix_seed, policy_shape, train_engine
+    from experiments.warmstart import ensure_warmstart
 
-    c = _default_config(**{"logger": "none"})
+    c = _default_config(*overrides, logger="none")
     info = ensure_warmstart(c, verbose=False)
     model = PolicyModel(policy_shape(c))
     load_policy_weights(model, info["path"])
     model.eval()
-    engine = RolloutEngine("agentrl/BugFix-v1", num_envs=num_envs, max_len=c.policy.max_len,
-                           max_action_tokens=c.rollout.max_action_tokens, env_kwargs=dict(c.env.kwargs))
+    engine = train_engine(c, num_envs=num_envs)
     eng_tps, replay_tps, raw_tps, split = [], [], [], []
     for r in range(repeats):
         # 4 x num_envs requests: slots are refilled as episodes end (the steady state of a collect)
@@ -146,20 +152,19 @@ def raw_update(model: PolicyModel, critic, tokens: torch.Tensor, mask: torch.Ten
     return time.perf_counter() - t0
 
 
-def bench_update(algo_name: str, repeats: int = 3) -> dict:
+def bench_update(algo_name: str, repeats: int = 3, overrides: tuple[str, ...] = ()) -> dict:
     import copy
 
-    from algos.rollout import RolloutEngine, make_requests
+    from algos.rollout import make_requests
     from algos.trainer import make_trainer
-    from experiments.warmstart import ensure_warmstart, load_policy_weights, policy_shape
+    from experiments.build import load_policy_weights, policy_shape, rollouts_per_update, train_engine
+    from experiments.warmstart import ensure_warmstart
 
-    c = _default_config(**{"logger": "none", "algo": algo_name})
+    c = _default_config(*overrides, logger="none", algo=algo_name)
     info = ensure_warmstart(c, verbose=False)
     base = PolicyModel(policy_shape(c))
     load_policy_weights(base, info["path"])
-    n = c.algo.tasks_per_update * c.algo.group_size
-    engine = RolloutEngine("agentrl/BugFix-v1", num_envs=min(64, n), max_len=c.policy.max_len,
-                           max_action_tokens=c.rollout.max_action_tokens, env_kwargs=dict(c.env.kwargs))
+    engine = train_engine(c, num_envs=min(64, rollouts_per_update(c)))
     reqs = make_requests(c.algo.tasks_per_update, c.algo.group_size, seed=1, split="train",
                          task_indices=list(range(c.algo.tasks_per_update)))
     trajs = engine.collect(base, reqs, generator=torch.Generator().manual_seed(1))
@@ -208,7 +213,7 @@ def bench_turn_cost(turns_list=(16, 64, 256)) -> list[dict]:
                                                             budget_tokens=384, max_compactions=10_000))):
             # n_stages ~ turns: the oracle reads the notes, tries the approach, steps through every stage
             env_kwargs = dict(n_stages=max(1, turns - 4), n_approaches=4, verbose=2, max_turns=turns + 8)
-            env = envs.make("agentrl/LongHorizon-v1", compression=comp, **env_kwargs)
+            env = envs.make("agentrl/LongHorizon-v0", compression=comp, **env_kwargs)
             obs, acts, rews, infos, term, trunc = play_demo(env, OracleAgent(), seed=0,
                                                             options={"task_index": 0, "split": "train"})
             env.close()
@@ -242,11 +247,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="repeats per measurement (median reported)")
     parser.add_argument("--num-envs", type=int, default=64, help="envs in the batched rollout")
     parser.add_argument("--skip-turns", action="store_true", help="skip the LongHorizon per-turn cost table")
+    parser.add_argument("--quick", action="store_true",
+                        help="seconds, not minutes: tiny model and warm start, 1 repeat, 8 envs, no per-turn table")
 
 
 def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
-    r = bench_rollout(args.repeats, args.num_envs)
+    overrides: tuple[str, ...] = ()
+    if args.quick:
+        args.repeats, args.num_envs, args.skip_turns, overrides = 1, 8, True, QUICK_OVERRIDES
+    r = bench_rollout(args.repeats, args.num_envs, overrides)
     print(f"rollout generation (BugFix easy, {r['num_envs']} envs, {4 * r['num_envs']} episodes, tiny policy from the "
           f"warm start, start success {r['start_success']:.2f}): {r['generated']} generated + {r['observed']} observation tokens")
     print(f"  engine {r['engine_tps']:9.0f} generated tok/s | raw replay of the same forwards {r['replay_tps']:9.0f} tok/s | "
@@ -255,7 +265,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"  engine time: model {r['model_s']:.3f}s, env {r['env_s']:.3f}s, other {r['total_s'] - r['model_s'] - r['env_s']:.3f}s; "
           f"{r['forwards']} decode + {r['prefill_forwards']} prefill batched forwards")
     for algo in ("grpo", "ppo"):
-        u = bench_update(algo, args.repeats)
+        u = bench_update(algo, args.repeats, overrides)
         print(f"update {algo} ({u['rows']} rows, {u['tokens']} tokens, {u['epochs']} epoch(s) x {u['minibatches']} minibatch(es)):")
         print(f"  update {u['update_tps']:9.0f} tok/s | raw fwd+bwd+step {u['raw_tps']:9.0f} tok/s | "
               f"ratio {u['ratio']:.2f} (target >= {TARGET}) {'OK' if u['ratio'] >= TARGET else 'BELOW TARGET'}")

@@ -4,6 +4,7 @@
     python -m experiments.compare --preset bugfix       # configs/experiment/compare_bugfix.yaml
     python -m experiments.compare --preset long_horizon --launcher ray
     python -m experiments.compare --seeds 0,1 -- budget.amount=512 eval.tasks=8   # extra overrides
+    python -m experiments.compare --tiny                # seconds: seed 0, tiny model/budget (a smoke test)
 
 Steps:
 1. **Sweep.** Runs ``python -m experiments.train -m experiment=compare_<preset>`` as a
@@ -62,6 +63,18 @@ SWEEP_ENV: dict[str, str] = {
 
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+#: ``--tiny``: every run of the sweep shrunk to seconds (the tiny policy and a compression budget
+#: that fits its 256-token context, 16 rollouts, a 16-demo warm start, 4 eval episodes) and seed 0
+#: only unless ``--seeds`` is given. Appended after the user's overrides, so it always wins; the
+#: numbers only show that the pipeline runs.
+TINY_OVERRIDES: tuple[str, ...] = (
+    "policy.d_model=32", "policy.n_layers=1", "policy.n_heads=2", "policy.max_len=256",
+    "compression.budget_tokens=128",
+    "algo.tasks_per_update=2", "algo.group_size=4", "rollout.num_envs=8", "budget.amount=16",
+    "eval.every=1", "eval.tasks=2", "eval.samples_per_task=2",
+    "warmstart.demos=16", "warmstart.epochs=1", "warmstart.eval_tasks=2",
+)
 
 
 def experiment_override(experiment: str) -> str:
@@ -200,17 +213,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--logger", default="wandb", choices=LOGGER_KINDS, help="wandb (offline) or none")
     p.add_argument("--title", default=None, help="report title")
     p.add_argument("--dry-run", action="store_true", help="print the sweep command and exit")
+    p.add_argument("--tiny", action="store_true",
+                   help="seconds, not minutes: tiny runs (TINY_OVERRIDES), seed 0 unless --seeds; checks the pipeline")
     p.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run (after --)")
     return p.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else ([0] if args.tiny else None)
     sweep_dir = (args.sweep_dir or default_sweep_dir(args.preset)).resolve()
     group = sweep_dir.name
-    cmd = sweep_command(args.preset, sweep_dir, group, args.launcher, args.jobs, seeds, args.logger,
-                        args.overrides)
+    overrides = [*args.overrides, *(TINY_OVERRIDES if args.tiny else ())]
+    cmd = sweep_command(args.preset, sweep_dir, group, args.launcher, args.jobs, seeds, args.logger, overrides)
     print("sweep: " + " ".join(cmd), flush=True)
     if args.dry_run:
         return 0
@@ -234,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(report.markdown)
     config = {"preset": args.preset, "experiment": PRESETS[args.preset], "seeds": seeds,
-              "launcher": args.launcher, "overrides": list(args.overrides), "command": " ".join(cmd),
+              "launcher": args.launcher, "overrides": overrides, "command": " ".join(cmd),
               "sweep_dir": str(sweep_dir), "sweep_seconds": sweep_seconds, "runs": len(report.runs)}
     log_report(report, args.logger, sweep_dir, group, config)
     print(f"\nsweep {sweep_dir}: {len(report.runs)} runs in {sweep_seconds:.0f}s; report {report.path}"

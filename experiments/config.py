@@ -1,51 +1,97 @@
-"""Structured configs (Hydra / OmegaConf dataclasses) for training, and their validation.
+"""Structured configs (Hydra / OmegaConf dataclasses) for training: one home per knob.
 
-``configs/config.yaml`` composes one YAML per group (env, algo, policy, compression, budget,
-logger, rollout, eval, warmstart) on top of the ``train_schema`` node registered here, so every
-field is typed and a misspelt key is an error. ``validate(cfg)`` runs at the very start of
-``experiments/train.py`` (before any model, env or file is touched) and raises ``ConfigError``
-with ONE line that says what is wrong, why, and what is allowed.
+Every knob is declared once, here, with its default and a comment; ``configs/<group>/*.yaml``
+state only what an option changes. ``configs/config.yaml`` composes one YAML per group (env, algo,
+policy, compression, budget, logger, rollout, eval, warmstart) on top of the ``train_schema`` node
+registered by :func:`register_configs`; the algo group has one schema per algorithm
+(``algo/grpo_schema`` = :class:`GrpoConfig`, ``algo/ppo_schema`` = :class:`PpoConfig`, both
+extending :class:`AlgoConfig`), so a GRPO config has no ``gamma`` and a PPO config no ``std``, and a
+misspelt or foreign key is a composition error.
+
+Validation lives in one place per config: each dataclass checks its own fields in
+``__post_init__`` and :class:`TrainConfig` the combinations across groups, raising
+:class:`ConfigError` with ONE line that says what is wrong, why, and what is allowed.
+:func:`validate` (the first thing every entry point calls, before any model, env or file is
+touched) builds the typed object (which runs every ``__post_init__``), then builds the env and its
+compression wrapper once (``experiments.build.check_env``) so bad constructor kwargs fail the same
+way.
+
+Fields marked ``operational`` (``field(metadata=OPERATIONAL)``) change where and how a run is
+written or shown, never its numbers; :func:`fingerprint` (the run-directory hash, the warm-start
+cache key) leaves them out.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+
+import os
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-ENV_IDS = {"bugfix": "agentrl/BugFix-v1", "long_horizon": "agentrl/LongHorizon-v1"}
+ENV_NAMES = ("bugfix", "long_horizon")
 CRITIC_CHOICES = ("auto", "none", "head", "separate")
 LOGGER_KINDS = ("wandb", "none")
+EVAL_SPLITS = ("train", "heldout")
+WARMSTART_AGENTS = ("noisy_oracle",)
+#: field metadata of knobs that never change a run's numbers (left out of :func:`fingerprint`)
+OPERATIONAL = {"operational": True}
 
 
 class ConfigError(ValueError):
     """A one-line explanation of an invalid configuration."""
 
 
+def _allowed(name: str, value, allowed) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{name}={value!r} is not a valid choice; allowed: {', '.join(map(str, allowed))}")
+
+
+def _at_least(name: str, value, low) -> None:
+    if value < low:
+        raise ConfigError(f"{name}={value} must be >= {low}")
+
+
 @dataclass
 class EnvConfig:
-    # short name: bugfix | long_horizon
+    # short name: bugfix | long_horizon (selects the demo agent; names the run directory)
     name: str = "bugfix"
-    # gymnasium id (filled from the name when empty)
-    id: str = ""
+    # gymnasium id
+    id: str = "agentrl/BugFix-v1"
     # keyword arguments of the env constructor (difficulty, reward mode, fault rates, ...)
     kwargs: dict[str, Any] = field(default_factory=dict)
     # train tasks are task_index in [0, train_tasks) on split "train"
     train_tasks: int = 64
+
+    def __post_init__(self) -> None:
+        _allowed("env.name", self.name, ENV_NAMES)
+        _at_least("env.train_tasks", self.train_tasks, 1)
 
 
 @dataclass
 class CompressionConfig:
     # a name in envs.compression.STRATEGIES; "none" = no wrapper
     strategy: str = "none"
+    # tokens | turns | action (the agent may also send 'compact')
     trigger: str = "tokens"
+    # the token trigger fires above budget_fraction * budget_tokens context tokens
     budget_tokens: int = 256
     budget_fraction: float = 0.8
+    # segment length for trigger=turns
     every_turns: Optional[int] = None
+    # raw turns kept by recent / mask_observations
     keep_last: int = 2
     max_compactions: int = 8
+    # per-field drop probability of structured_summary
     drop_prob: float = 0.0
+
+    def __post_init__(self) -> None:
+        from envs.compression import STRATEGIES, TRIGGERS
+
+        _allowed("compression.strategy", self.strategy, list(STRATEGIES))
+        _allowed("compression.trigger", self.trigger, TRIGGERS)
 
 
 @dataclass
@@ -53,6 +99,7 @@ class PolicyConfig:
     d_model: int = 64
     n_layers: int = 2
     n_heads: int = 4
+    # context window of one segment (tokens)
     max_len: int = 512
     mlp_ratio: int = 4
     # auto: none for GRPO, separate for PPO; or none | head | separate
@@ -63,14 +110,29 @@ class PolicyConfig:
     # seed of the random initialisation (before a checkpoint is loaded)
     init_seed: int = 0
 
+    def __post_init__(self) -> None:
+        _allowed("policy.critic", self.critic, CRITIC_CHOICES)
+        if self.d_model % self.n_heads:
+            raise ConfigError(f"policy.d_model={self.d_model} must be divisible by policy.n_heads={self.n_heads}")
+        if self.init_checkpoint not in ("", "warmstart") and not os.path.exists(self.init_checkpoint):
+            raise ConfigError(f"policy.init_checkpoint={self.init_checkpoint!r} does not exist "
+                              "(use a path, 'warmstart' or '')")
+
 
 @dataclass
 class AlgoConfig:
+    """The knobs both trainers read (the shared update of ``algos/trainer.py``).
+
+    Calling ``AlgoConfig(name=..., **fields)`` builds that algorithm's schema
+    (:class:`GrpoConfig` / :class:`PpoConfig`), so a field the algorithm does not have is a
+    ``TypeError``."""
+
     name: str = MISSING  # grpo | ppo
     # rollouts per task instance (GRPO group size G; PPO uses 1)
     group_size: int = 8
     # task instances per update (rollouts per update = tasks_per_update * group_size)
     tasks_per_update: int = 8
+    # passes over each batch, optimizer steps per pass, rows per gradient-accumulation slice
     epochs: int = 1
     minibatches: int = 1
     micro_batch_rows: int = 64
@@ -79,52 +141,201 @@ class AlgoConfig:
     lr_schedule: str = "constant"
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
+    # PPO-style clip range (clip_high > clip_low = clip-higher); dual_clip null or > 1
     clip_low: float = 0.2
     clip_high: float = 0.2
     dual_clip: Optional[float] = None
-    # token | sequence | sequence-norm
+    # importance ratio: token | sequence | sequence-norm
     ratio: str = "token"
-    # token-mean | seq-mean-token-mean | seq-mean-token-sum | task-mean
+    # loss aggregation: token-mean | seq-mean-token-mean | seq-mean-token-sum | task-mean
     loss_agg: str = "token-mean"
-    # GRPO std convention: population | sample | none
-    std: str = "population"
-    adv_eps: float = 1e-6
+    # KL to the frozen start model: coefficient (0 = off) and estimator k1 | k2 | k3
     kl_coef: float = 0.0
     kl_kind: str = "k3"
     entropy_coef: float = 0.0
-    dynamic_sampling: bool = False
-    # decoupled | none | behavior-as-old (how stale behaviour samples are corrected)
+    # stale-sample correction: decoupled (w = min(pi_old/pi_behavior, is_cap)) | none | behavior-as-old
     off_policy_correction: str = "decoupled"
     is_cap: float = 2.0
-    # PPO
+
+    def __new__(cls, *args, **kwargs):
+        if cls is AlgoConfig and kwargs.get("name") not in (None, MISSING):
+            cls = algo_schema(kwargs["name"])
+        return super().__new__(cls)
+
+    def __post_init__(self) -> None:
+        from algos.losses import AGGREGATION_MODES, KL_ESTIMATORS
+        from algos.trainer import LR_SCHEDULES, OFF_POLICY_CORRECTIONS, RATIO_KINDS
+
+        if self.name != MISSING and algo_schema(self.name) is not type(self):
+            raise ConfigError(f"algo.name={self.name!r} does not match its schema {type(self).__name__} "
+                              f"(expected {algo_schema(self.name).__name__})")
+
+        _allowed("algo.loss_agg", self.loss_agg, list(AGGREGATION_MODES))
+        _allowed("algo.kl_kind", self.kl_kind, list(KL_ESTIMATORS))
+        _allowed("algo.ratio", self.ratio, list(RATIO_KINDS))
+        _allowed("algo.lr_schedule", self.lr_schedule, list(LR_SCHEDULES))
+        _allowed("algo.off_policy_correction", self.off_policy_correction, list(OFF_POLICY_CORRECTIONS))
+        for name in ("group_size", "tasks_per_update", "epochs", "minibatches", "micro_batch_rows"):
+            _at_least(f"algo.{name}", getattr(self, name), 1)
+        if not 0 <= self.clip_low < 1:
+            raise ConfigError(f"algo.clip_low={self.clip_low} must be in [0, 1)")
+        _at_least("algo.clip_high", self.clip_high, 0)
+        if self.dual_clip is not None and self.dual_clip <= 1:
+            raise ConfigError(f"algo.dual_clip={self.dual_clip} must be > 1 (or null to disable)")
+        if self.lr <= 0:
+            raise ConfigError(f"algo.lr={self.lr} must be > 0")
+        if self.kl_coef < 0 or self.entropy_coef < 0:
+            raise ConfigError(f"algo.kl_coef={self.kl_coef} and algo.entropy_coef={self.entropy_coef} must be >= 0")
+        if self.is_cap < 1:
+            raise ConfigError(f"algo.is_cap={self.is_cap} must be >= 1 (it truncates pi_old/pi_behavior from above)")
+
+
+@dataclass
+class GrpoConfig(AlgoConfig):
+    """GRPO (``algos/grpo.py``): outcome reward, group-relative advantage broadcast to every action
+    token of a trajectory."""
+
+    name: str = "grpo"
+    # group std convention of A_i = (r_i - mean_g r) / (std_g r + adv_eps): population | sample | none
+    std: str = "population"
+    adv_eps: float = 1e-6
+    # drop all-same groups from the update (their generation cost still counts)
+    dynamic_sampling: bool = False
+
+    def __post_init__(self) -> None:
+        from algos.advantages import STD_CONVENTIONS
+
+        if self.group_size < 2:
+            raise ConfigError(
+                f"algo.group_size={self.group_size} is invalid for GRPO: group-relative advantages need at least 2 "
+                "rollouts per task (use algo=ppo for G=1)")
+        super().__post_init__()
+        _allowed("algo.std", self.std, list(STD_CONVENTIONS))
+        _at_least("algo.adv_eps", self.adv_eps, 0)
+
+
+@dataclass
+class PpoConfig(AlgoConfig):
+    """Critic-based PPO (``algos/ppo.py``): token-level clipped loss, GAE over action positions
+    across segments, a value loss."""
+
+    name: str = "ppo"
+    # rollouts per task instance (1 = classic PPO)
+    group_size: int = 1
+    # GAE discount and trace decay (per decision point)
     gamma: float = 1.0
     lam: float = 0.95
+    # value loss coefficient and clip (null = unclipped)
     vf_coef: float = 0.5
     value_clip: Optional[float] = 0.2
+    # updates that train only the critic before the policy moves
     value_warmup_updates: int = 0
+    # whiten advantages over the batch's action tokens
     norm_adv: bool = True
+    # token: a value per sampled token | turn: one value per tool call
     value_level: str = "token"
-    compression_as_terminal: bool = False
-    # C8 demonstration only: put env-written tokens into the policy loss
-    loss_on_observations: bool = False
+
+    def __post_init__(self) -> None:
+        from algos.ppo import VALUE_LEVELS
+
+        super().__post_init__()
+        _allowed("algo.value_level", self.value_level, list(VALUE_LEVELS))
+        if not (0 <= self.gamma <= 1 and 0 <= self.lam <= 1):
+            raise ConfigError(f"algo.gamma={self.gamma} and algo.lam={self.lam} must be in [0, 1]")
+        if self.value_clip is not None and self.value_clip <= 0:
+            raise ConfigError(f"algo.value_clip={self.value_clip} must be > 0 (or null to disable)")
+        _at_least("algo.value_warmup_updates", self.value_warmup_updates, 0)
+        _at_least("algo.vf_coef", self.vf_coef, 0)
+
+
+@dataclass
+class RlooConfig(GrpoConfig):
+    """RLOO (``algos/rloo.py``): A_i = r_i - mean of the other members of i's group, broadcast to
+    every action token (``std`` / ``adv_eps`` are not read: there is no std division)."""
+
+    name: str = "rloo"
+
+
+@dataclass
+class GigpoConfig(GrpoConfig):
+    """GiGPO (``algos/gigpo.py``): episode group advantage + ``omega`` x step-group advantage of
+    the discounted step returns (``gamma``), step groups = same group and same anchor state."""
+
+    name: str = "gigpo"
+    # weight of the step-level (anchor-state group) advantage
+    omega: float = 1.0
+    # discount of the per-step returns-to-go the step groups compare
+    gamma: float = 0.95
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (math.isfinite(self.omega) and self.omega >= 0):
+            raise ConfigError(f"algo.omega={self.omega} must be a finite number >= 0")
+        if not 0 <= self.gamma <= 1:
+            raise ConfigError(f"algo.gamma={self.gamma} must be in [0, 1]")
+
+
+@dataclass
+class GrpoProcessConfig(GrpoConfig):
+    """Process-supervised GRPO (``algos/grpo_process.py``, DeepSeekMath 4.1.3): step rewards
+    normalised over the group, each token's advantage = sum of its own and later steps'."""
+
+    name: str = "grpo_process"
+
+
+#: algorithm name -> its config schema (the ``algo`` Hydra group has one option per entry, and
+#: ``register_configs`` stores ``algo/<name>_schema`` for each). A new trainer gets a schema here
+#: (a subclass of the schema whose fields it reads, e.g. ``class RlooConfig(GrpoConfig): name = "rloo"``)
+#: and a ``configs/algo/<name>.yaml`` whose defaults list starts with ``<name>_schema``.
+ALGO_SCHEMAS: dict[str, type[AlgoConfig]] = {
+    "grpo": GrpoConfig, "ppo": PpoConfig, "rloo": RlooConfig, "gigpo": GigpoConfig,
+    "grpo_process": GrpoProcessConfig,
+}
+
+
+def algo_schema(name: str) -> type[AlgoConfig]:
+    """The config class of algorithm ``name``; ``ConfigError`` listing the known ones."""
+    if name not in ALGO_SCHEMAS:
+        raise ConfigError(f"algo.name={name!r} is not a valid choice; allowed: {', '.join(ALGO_SCHEMAS)}")
+    return ALGO_SCHEMAS[name]
 
 
 @dataclass
 class RolloutConfig:
+    # env instances stepped in lockstep (one forward per generated token for all of them)
     num_envs: int = 64
+    # sampling temperature (behavior log-probs are taken at it)
     temperature: float = 1.0
+    # longest action in words (then an env-written EOS closes it)
     max_action_tokens: int = 12
-    # sample with the policy this many updates old (asynchronous mode); 0 = synchronous
+    # asynchronous mode: sample with the policy this many updates old (0 = synchronous)
     staleness: int = 0
+
+    def __post_init__(self) -> None:
+        _at_least("rollout.num_envs", self.num_envs, 1)
+        if self.temperature <= 0:
+            raise ConfigError(f"rollout.temperature={self.temperature} must be > 0 "
+                              "(behavior log-probs are taken at this temperature)")
+        if self.staleness < 0:
+            raise ConfigError(f"rollout.staleness={self.staleness} must be >= 0 (0 = synchronous)")
+        _at_least("rollout.max_action_tokens", self.max_action_tokens, 1)
 
 
 @dataclass
 class BudgetConfig:
-    # rollouts | generated_tokens | tool_seconds | train_flops | updates
+    # what stops the run: rollouts | generated_tokens | tool_seconds | train_flops
     kind: str = "rollouts"
     amount: float = 1024
     # hard cap on updates whatever the budget (safety)
     max_updates: int = 100000
+
+    def __post_init__(self) -> None:
+        from algos.compute import BUDGET_KINDS
+
+        _allowed("budget.kind", self.kind, list(BUDGET_KINDS))
+        if self.amount <= 0:
+            raise ConfigError(f"budget.amount={self.amount} must be > 0")
+        _at_least("budget.max_updates", self.max_updates, 1)
 
 
 @dataclass
@@ -142,199 +353,159 @@ class EvalConfig:
     # also evaluate on train-split tasks (in-distribution; metrics eval_train/*)
     train_split: bool = False
 
+    def __post_init__(self) -> None:
+        _allowed("eval.split", self.split, EVAL_SPLITS)
+        _at_least("eval.every", self.every, 0)
+        _at_least("eval.tasks", self.tasks, 1)
+        _at_least("eval.samples_per_task", self.samples_per_task, 1)
+        if self.temperature < 0:
+            raise ConfigError(f"eval.temperature={self.temperature} must be >= 0 (0 = greedy)")
+
 
 @dataclass
 class LoggerConfig:
-    kind: str = "none"  # wandb | none
+    # wandb (offline: files under <run_dir>/wandb, nothing is sent) | none
+    kind: str = "none"
     project: str = "agent-rl-harness"
+    # sweep name shared by the runs of one comparison; run name (empty = run directory name)
     group: str = ""
     name: str = ""
+
+    def __post_init__(self) -> None:
+        _allowed("logger.kind", self.kind, LOGGER_KINDS)
 
 
 @dataclass
 class WarmstartConfig:
     # scripted agent of envs.agents that writes the demonstrations
     agent: str = "noisy_oracle"
-    # its noise (the demo noise sets the start success rate)
+    # its noise (the agent's mistake rate): sets the start success rate
     noise: float = 0.25
+    # demonstration episodes (train split, task_index = i mod env.train_tasks)
     demos: int = 1000
+    # passes over the demos, AdamW learning rate (linear warm-up then decay), rows per step
     epochs: int = 10
     lr: float = 2e-3
     batch_rows: int = 32
     seed: int = 0
-    # cache of warm-start checkpoints, keyed by a hash of (env, policy shape, warmstart config)
-    cache_dir: str = ".cache/agentrl/warmstart"
-    # measure start success on this many held-out tasks x samples (same as eval by default)
+    # cache of warm-start checkpoints, keyed by a hash of everything that determines them
+    cache_dir: str = field(default=".cache/agentrl/warmstart", metadata=OPERATIONAL)
+    # start success is measured on this many held-out tasks x attempts
     eval_tasks: int = 40
     eval_samples_per_task: int = 2
+
+    def __post_init__(self) -> None:
+        _allowed("warmstart.agent", self.agent, WARMSTART_AGENTS)
+        if not 0 <= self.noise <= 1:
+            raise ConfigError(f"warmstart.noise={self.noise} must be in [0, 1]")
+        for name in ("demos", "epochs", "batch_rows", "eval_tasks", "eval_samples_per_task"):
+            _at_least(f"warmstart.{name}", getattr(self, name), 1)
+        if self.lr <= 0:
+            raise ConfigError(f"warmstart.lr={self.lr} must be > 0")
 
 
 @dataclass
 class TrainConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
+    # the bare base schema: the algo group (algo=grpo | ppo) merges its own schema into it
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     compression: CompressionConfig = field(default_factory=CompressionConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
-    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig, metadata=OPERATIONAL)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     warmstart: WarmstartConfig = field(default_factory=WarmstartConfig)
+    # seed of everything random in the run (tasks, env seeds, sampling; eval seeds derive from it)
     seed: int = 0
-    # run directory; empty = runs/<algo>-<env>-<hash of the config> (same command -> same dir)
-    run_dir: str = ""
-    runs_root: str = "runs"
+    # run directory; empty = <runs_root>/<algo>-<env>-<hash of the config> (same command -> same dir)
+    run_dir: str = field(default="", metadata=OPERATIONAL)
+    runs_root: str = field(default="runs", metadata=OPERATIONAL)
     # resume from the run directory's last checkpoint when there is one
-    resume: bool = True
+    resume: bool = field(default=True, metadata=OPERATIONAL)
     # torch threads (1 keeps parallel sweep jobs from fighting over cores)
-    threads: int = 1
-    progress: bool = True
-    # testing aid: SIGKILL this process after update N's metrics line, before its checkpoint
-    # (0 = never); re-running resumes from update N-1's checkpoint and redoes update N
-    debug_kill_after_update: int = 0
+    threads: int = field(default=1, metadata=OPERATIONAL)
+    # tqdm progress bar (budget spent, success, throughput)
+    progress: bool = field(default=True, metadata=OPERATIONAL)
+
+    def __post_init__(self) -> None:
+        """Combinations across groups (each group checked its own fields already)."""
+        if self.algo.name == MISSING:
+            return  # the bare schema before Hydra merges an algo option into it
+        if self.algo.name == "ppo" and resolve_critic(self) == "none":
+            raise ConfigError("algo=ppo needs a critic but policy.critic=none; allowed for PPO: head, separate (or auto)")
+        p, r = self.policy, self.rollout
+        if r.max_action_tokens + 4 > p.max_len:
+            raise ConfigError(f"rollout.max_action_tokens={r.max_action_tokens} must be in "
+                              f"[1, policy.max_len - 4 = {p.max_len - 4}]")
+        if self.compression.strategy != "none" and self.compression.budget_tokens + r.max_action_tokens + 64 > p.max_len:
+            raise ConfigError(
+                f"compression.budget_tokens={self.compression.budget_tokens} leaves no room in policy.max_len={p.max_len}: "
+                f"need budget_tokens + max_action_tokens + 64 <= max_len (raise policy.max_len or lower the budget)")
 
 
 def register_configs() -> None:
+    """``train_schema`` (the root) and one schema per algorithm in the ``algo`` group."""
     from hydra.core.config_store import ConfigStore
 
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
+    for name, schema in ALGO_SCHEMAS.items():
+        cs.store(group="algo", name=f"{name}_schema", node=schema)
 
 
-# ---------------------------------------------------------------------------------------------
-# validation
-# ---------------------------------------------------------------------------------------------
+def resolve_critic(c) -> str:
+    """``policy.critic`` with ``auto`` resolved: separate for PPO, none for GRPO."""
+    if c.policy.critic != "auto":
+        return c.policy.critic
+    return "separate" if c.algo.name == "ppo" else "none"
 
 
-def _allowed(field_name: str, value, allowed) -> None:
-    if value not in allowed:
-        raise ConfigError(f"{field_name}={value!r} is not a valid choice; allowed: {', '.join(map(str, allowed))}")
+def fingerprint(obj) -> dict:
+    """The config as a plain dict without the operational fields (recursively): what determines
+    a run's numbers. The run-directory hash and the warm-start cache key are built from it."""
+    if is_dataclass(obj):
+        return {f.name: fingerprint(getattr(obj, f.name)) for f in fields(obj) if not f.metadata.get("operational")}
+    if isinstance(obj, dict):
+        return {k: fingerprint(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [fingerprint(v) for v in obj]
+    return obj
 
 
-def resolve_critic(cfg) -> str:
-    if cfg.policy.critic != "auto":
-        return cfg.policy.critic
-    return "separate" if cfg.algo.name == "ppo" else "none"
+def _one_line(e: Exception) -> str:
+    return " ".join(str(e).split())
 
 
 def to_object(cfg) -> TrainConfig:
-    """A ``TrainConfig`` from a DictConfig (or the object itself)."""
-    if isinstance(cfg, TrainConfig):
-        return cfg
-    if isinstance(cfg, DictConfig):
-        merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), cfg)
-        return OmegaConf.to_object(merged)  # type: ignore[return-value]
-    raise ConfigError(f"expected a TrainConfig or DictConfig, got {type(cfg).__name__}")
+    """A ``TrainConfig`` from a composed DictConfig or a (possibly mutated) ``TrainConfig``,
+    rebuilt so that every ``__post_init__`` runs on the final values."""
+    if not isinstance(cfg, (TrainConfig, DictConfig)):
+        raise ConfigError(f"expected a TrainConfig or DictConfig, got {type(cfg).__name__}")
+    try:
+        node = OmegaConf.structured(cfg) if isinstance(cfg, TrainConfig) else cfg
+        return OmegaConf.to_object(node)  # type: ignore[return-value]
+    except ConfigError:
+        raise
+    except Exception as e:  # OmegaConf type / missing-value errors: keep them to one line
+        cause = e.__cause__ or e.__context__
+        if isinstance(cause, ConfigError):
+            raise cause from None
+        raise ConfigError(_one_line(e)) from None
 
 
 def validate(cfg) -> TrainConfig:
-    """Check names against the registries and combinations for sense; ``ConfigError`` (one line)
-    on the first problem. Returns the config as a ``TrainConfig`` object."""
-    try:
-        c = to_object(cfg)
-    except ConfigError:
-        raise
-    except Exception as e:  # OmegaConf type errors: keep them to one line
-        raise ConfigError(" ".join(str(e).split())) from None
-    from algos.advantages import STD_CONVENTIONS
-    from algos.compute import BUDGET_KINDS
-    from algos.losses import AGGREGATION_MODES, KL_ESTIMATORS
-    from algos.ppo import VALUE_LEVELS
-    from algos.trainer import LR_SCHEDULES, OFF_POLICY_CORRECTIONS, RATIO_KINDS, TRAINERS, make_trainer  # noqa: F401
+    """The typed, validated config (``ConfigError``, one line, on the first problem): every
+    group's ``__post_init__``, the cross-group checks, then the env and compression wrapper built
+    once with these kwargs (their ``ValueError`` becomes a ``ConfigError``)."""
+    from experiments.build import check_env
 
-    import algos.grpo  # noqa: F401
-    import algos.ppo  # noqa: F401
-
-    a = c.algo
-    _allowed("algo.name", a.name, sorted(TRAINERS))
-    _allowed("env.name", c.env.name, sorted(ENV_IDS))
-    if c.env.id and c.env.id != ENV_IDS[c.env.name]:
-        raise ConfigError(f"env.id={c.env.id!r} does not match env.name={c.env.name!r} (expected {ENV_IDS[c.env.name]!r})")
-    _allowed("algo.loss_agg", a.loss_agg, list(AGGREGATION_MODES))
-    _allowed("algo.std", a.std, list(STD_CONVENTIONS))
-    _allowed("algo.kl_kind", a.kl_kind, list(KL_ESTIMATORS))
-    _allowed("algo.ratio", a.ratio, RATIO_KINDS)
-    _allowed("algo.lr_schedule", a.lr_schedule, list(LR_SCHEDULES))
-    _allowed("algo.off_policy_correction", a.off_policy_correction, OFF_POLICY_CORRECTIONS)
-    _allowed("algo.value_level", a.value_level, VALUE_LEVELS)
-    _allowed("budget.kind", c.budget.kind, BUDGET_KINDS)
-    _allowed("policy.critic", c.policy.critic, CRITIC_CHOICES)
-    _allowed("logger.kind", c.logger.kind, LOGGER_KINDS)
-    _allowed("eval.split", c.eval.split, ("train", "heldout"))
-    try:
-        from envs.compression import STRATEGIES, TRIGGERS
-
-        _allowed("compression.strategy", c.compression.strategy, list(STRATEGIES))
-        _allowed("compression.trigger", c.compression.trigger, TRIGGERS)
-    except ImportError:  # pragma: no cover - the wrapper module is part of the project
-        pass
-    critic = resolve_critic(c)
-    if a.name == "grpo" and a.group_size < 2:
-        raise ConfigError(
-            f"algo.group_size={a.group_size} is invalid for GRPO: group-relative advantages need at least 2 "
-            "rollouts per task (use algo=ppo for G=1)")
-    if a.name == "ppo" and critic == "none":
-        raise ConfigError("algo=ppo needs a critic but policy.critic=none; allowed for PPO: head, separate (or auto)")
-    if a.name == "ppo" and a.dynamic_sampling:
-        raise ConfigError("algo.dynamic_sampling=true is GRPO-only (it drops all-same groups); PPO has no groups: set it false")
-    if a.name == "grpo" and a.value_warmup_updates:
-        raise ConfigError("algo.value_warmup_updates is PPO-only (GRPO has no critic): set it to 0")
-    if a.group_size < 1:
-        raise ConfigError(f"algo.group_size={a.group_size} must be >= 1")
-    if a.tasks_per_update < 1:
-        raise ConfigError(f"algo.tasks_per_update={a.tasks_per_update} must be >= 1")
-    for name, v in (("algo.epochs", a.epochs), ("algo.minibatches", a.minibatches),
-                    ("algo.micro_batch_rows", a.micro_batch_rows)):
-        if v < 1:
-            raise ConfigError(f"{name}={v} must be >= 1")
-    if not 0 <= a.clip_low < 1:
-        raise ConfigError(f"algo.clip_low={a.clip_low} must be in [0, 1)")
-    if a.clip_high < 0:
-        raise ConfigError(f"algo.clip_high={a.clip_high} must be >= 0")
-    if a.dual_clip is not None and a.dual_clip <= 1:
-        raise ConfigError(f"algo.dual_clip={a.dual_clip} must be > 1 (or null to disable)")
-    if not (0 <= a.gamma <= 1 and 0 <= a.lam <= 1):
-        raise ConfigError(f"algo.gamma={a.gamma} and algo.lam={a.lam} must be in [0, 1]")
-    if a.lr <= 0:
-        raise ConfigError(f"algo.lr={a.lr} must be > 0")
-    if a.kl_coef < 0 or a.entropy_coef < 0:
-        raise ConfigError("algo.kl_coef and algo.entropy_coef must be >= 0")
-    if a.is_cap < 1:
-        raise ConfigError(f"algo.is_cap={a.is_cap} must be >= 1 (it truncates pi_old/pi_behavior from above)")
-    if a.value_clip is not None and a.value_clip <= 0:
-        raise ConfigError(f"algo.value_clip={a.value_clip} must be > 0 (or null to disable)")
-    p = c.policy
-    if p.d_model % p.n_heads:
-        raise ConfigError(f"policy.d_model={p.d_model} must be divisible by policy.n_heads={p.n_heads}")
-    r = c.rollout
-    if r.num_envs < 1:
-        raise ConfigError(f"rollout.num_envs={r.num_envs} must be >= 1")
-    if r.temperature <= 0:
-        raise ConfigError(f"rollout.temperature={r.temperature} must be > 0 (behavior log-probs are taken at this temperature)")
-    if r.staleness < 0:
-        raise ConfigError(f"rollout.staleness={r.staleness} must be >= 0 (0 = synchronous)")
-    if r.max_action_tokens < 1 or r.max_action_tokens + 4 > p.max_len:
-        raise ConfigError(f"rollout.max_action_tokens={r.max_action_tokens} must be in [1, policy.max_len - 4 = {p.max_len - 4}]")
-    if c.compression.strategy != "none" and c.compression.budget_tokens + r.max_action_tokens + 64 > p.max_len:
-        raise ConfigError(
-            f"compression.budget_tokens={c.compression.budget_tokens} leaves no room in policy.max_len={p.max_len}: "
-            f"need budget_tokens + max_action_tokens + 64 <= max_len (raise policy.max_len or lower the budget)")
-    if c.budget.amount <= 0:
-        raise ConfigError(f"budget.amount={c.budget.amount} must be > 0")
-    if c.eval.tasks < 1 or c.eval.samples_per_task < 1:
-        raise ConfigError("eval.tasks and eval.samples_per_task must be >= 1")
-    if c.eval.temperature < 0:
-        raise ConfigError(f"eval.temperature={c.eval.temperature} must be >= 0 (0 = greedy)")
-    if c.env.train_tasks < 1:
-        raise ConfigError(f"env.train_tasks={c.env.train_tasks} must be >= 1")
-    if p.init_checkpoint not in ("", "warmstart"):
-        import os
-
-        if not os.path.exists(p.init_checkpoint):
-            raise ConfigError(f"policy.init_checkpoint={p.init_checkpoint!r} does not exist (use a path, 'warmstart' or '')")
+    c = to_object(cfg)
+    check_env(c)
     return c
 
 
-__all__ = ["AlgoConfig", "BudgetConfig", "CompressionConfig", "ConfigError", "ENV_IDS", "EnvConfig",
-           "EvalConfig", "LoggerConfig", "PolicyConfig", "RolloutConfig", "TrainConfig", "WarmstartConfig",
-           "register_configs", "resolve_critic", "to_object", "validate"]
+__all__ = ["ALGO_SCHEMAS", "AlgoConfig", "BudgetConfig", "CompressionConfig", "ConfigError", "ENV_NAMES",
+           "EnvConfig", "EvalConfig", "GrpoConfig", "LoggerConfig", "OPERATIONAL", "PolicyConfig", "PpoConfig",
+           "RolloutConfig", "TrainConfig", "WarmstartConfig", "algo_schema", "fingerprint", "register_configs",
+           "resolve_critic", "to_object", "validate"]

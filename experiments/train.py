@@ -1,57 +1,47 @@
 """One training run, top to bottom: ``python -m experiments.train algo=grpo env=bugfix budget.amount=512``.
 
-Phases (each banner-commented below): validate the config (before any compute) -> run directory
-and resume -> start model (cached behaviour-cloning warm start) -> models, trainer, rollout
-engines, logger -> loop {collect, update, metrics, eval, checkpoint} until the compute budget is
-spent -> summary.
+:func:`run` reads in order: build (run directory, start model, models, trainer, behaviour policy,
+rollout engines, logger; resume when a checkpoint exists), then the loop {collect, update, log,
+maybe evaluate, save} until the compute budget is spent, then the summary. The config is
+validated before any of it (``experiments.config.validate``: a one-line ``config error: ...`` and
+exit code 2).
 
-Run directory (``run_dir``, default ``runs/<algo>-<env>-<hash of the resolved config>`` so the
-same command always maps to the same directory): ``config.yaml``, ``metrics.jsonl`` (one dict per
-update, flushed and fsynced each update), ``summary.json``, ``checkpoints/last.pt``, ``wandb/``.
+Run directory (``experiments/rundir.py``): ``config.yaml``, ``metrics.jsonl`` (one dict per update,
+fsynced), ``summary.json``, ``checkpoints/last.pt``, ``wandb/``; by default
+``runs/<algo>-<env>-<hash of the config>`` so the same command always maps to the same directory.
 
-Resume: every update ends with an atomic checkpoint (tmp + rename) holding the models, optimizer,
-ComputeMeter, stale-policy snapshots, update index and the byte length of metrics.jsonl at that
-point. Re-running the same command (after Ctrl-C, SIGTERM or kill -9) loads it, truncates
-metrics.jsonl to that length and continues; all randomness is derived from (seed, update index),
-so the final metrics equal an uninterrupted run's (wall-clock fields aside).
+Resume: every update ends with an atomic checkpoint (models, optimizer, ComputeMeter, behaviour
+policy snapshots, update index, last evaluation, the byte length of metrics.jsonl). Re-running the
+same command (after Ctrl-C, SIGTERM or kill -9) loads it, truncates metrics.jsonl to that length and
+continues; all randomness is derived from (seed, update index, stream), so the final metrics equal
+an uninterrupted run's (wall-clock fields aside).
+
+Learning rate: ``trainer.set_budget_fraction(f)`` with ``f`` the fraction of the budget spent
+BEFORE the update's rollouts are collected, so under ``lr_schedule=linear`` update ``k`` of a
+rollout budget ``B`` at ``n`` rollouts per update runs at ``lr * (1 - k n / B)`` and the last one
+at ``lr * n / B > 0``.
+
+Test aid (not a config field): with the environment variable ``AGENTRL_TEST_KILL_AFTER_UPDATE=N``
+the process SIGKILLs itself after update N's metrics line is written, before its checkpoint (the
+kill -9 resume test uses it; re-running without the variable redoes update N).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 import os
 import signal
 import sys
 import time
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import asdict
-from pathlib import Path
 
 import torch
 
 from experiments.config import ConfigError, TrainConfig, register_configs, resolve_critic, validate
+from experiments.rundir import RunDir, jsonable
 
-
-def mix_seed(*parts: int) -> int:
-    """A deterministic 31-bit seed from integers (run seed, update index, stream id)."""
-    h = hashlib.sha256(",".join(str(int(p)) for p in parts).encode()).digest()
-    return int.from_bytes(h[:4], "little") & 0x7FFFFFFF
-
-
-def config_dict(c: TrainConfig) -> dict:
-    return asdict(c)
-
-
-def resolve_run_dir(c: TrainConfig) -> Path:
-    if c.run_dir:
-        return Path(c.run_dir)
-    d = config_dict(c)
-    for k in ("run_dir", "runs_root", "logger", "progress", "resume", "threads", "debug_kill_after_update"):
-        d.pop(k, None)
-    h = hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:10]
-    return Path(c.runs_root) / f"{c.algo.name}-{c.env.name}-{h}"
+KILL_AFTER_UPDATE_ENV = "AGENTRL_TEST_KILL_AFTER_UPDATE"
 
 
 def rollout_metrics(trajs, collect_seconds: float) -> dict:
@@ -95,234 +85,120 @@ def rollout_metrics(trajs, collect_seconds: float) -> dict:
     return m
 
 
-def atomic_save(obj, path: Path) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "wb") as fh:
-        torch.save(obj, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+def evaluate_policy(c: TrainConfig, engine, policy) -> dict:
+    """``eval/*`` on ``eval.split`` (and ``eval_train/*`` on train tasks when ``eval.train_split``)
+    at the fixed test budget ``eval.tasks x eval.samples_per_task``, seeds from ``eval_seed``."""
+    from algos.rollout import evaluate
+    from experiments.build import eval_seed
+
+    e = c.eval
+    out = evaluate(engine, policy, e.tasks, e.samples_per_task, e.temperature, seed=eval_seed(c), split=e.split)
+    if e.train_split:
+        out.update(evaluate(engine, policy, e.tasks, e.samples_per_task, e.temperature, seed=eval_seed(c),
+                            split="train", prefix="eval_train/"))
+    return out
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+def _progress(c: TrainConfig, spent: float):
+    from tqdm import tqdm
+
+    return tqdm(total=float(c.budget.amount), initial=min(spent, c.budget.amount), disable=not c.progress,
+                desc=f"{c.algo.name}/{c.env.name}", unit=c.budget.kind, dynamic_ncols=True)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM stops like Ctrl-C (the last update's checkpoint is on disk)
 
 
 def run(c: TrainConfig, resolved: dict | None = None) -> dict:
-    """Run (or resume) one training run; returns the summary dict."""
-    from omegaconf import OmegaConf
-    from tqdm import tqdm
-
+    """Run (or resume) one training run of a validated config; returns the summary dict."""
     from algos.compute import Budget, ComputeMeter
-    from algos.policy import build_models
-    from algos.rollout import RolloutEngine, evaluate, make_requests
-    from algos.trainer import frozen_copy, make_trainer
-    from experiments.config import ENV_IDS
+    from algos.trainer import make_trainer
+    from experiments.behavior import BehaviorPolicy
+    from experiments.build import build_policy, eval_engine, sampling_generator, start_model, train_engine, update_requests
     from experiments.loggers import make_logger
-    from experiments.warmstart import (
-        compression_kwargs,
-        ensure_warmstart,
-        env_kwargs,
-        eval_seed,
-        load_policy_weights,
-        policy_shape,
-    )
 
+    # ================================================================ build
     torch.set_num_threads(max(1, c.threads))
-    # ===================================================================== run directory
-    run_dir = resolve_run_dir(c)
-    (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
-    ckpt_path = run_dir / "checkpoints" / "last.pt"
-    metrics_path = run_dir / "metrics.jsonl"
-    resolved = resolved if resolved is not None else config_dict(c)
-    atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(resolved)))
-
-    # ===================================================================== start model
-    start_extra: dict = {}
-    if c.policy.init_checkpoint == "warmstart":
-        ws = ensure_warmstart(c)
-        start_path, start_success = ws["path"], ws["start_success"]
-        if "eval_train/success" in ws.get("start_eval", {}):
-            start_extra["start_model/train_split_success"] = ws["start_eval"]["eval_train/success"]
-    elif c.policy.init_checkpoint:
-        start_path, start_success = c.policy.init_checkpoint, float("nan")
-        info = Path(c.policy.init_checkpoint).with_name("warmstart.json")
-        if info.exists():
-            start_success = json.loads(info.read_text())["start_success"]
-    else:
-        start_path, start_success = "", float("nan")
-
-    # ===================================================================== models, trainer, engines
-    critic_kind = resolve_critic(c)
-    shape = policy_shape(c, critic=critic_kind)
-    policy, critic = build_models(shape, seed=c.policy.init_seed)
-    if start_path:
-        load_policy_weights(policy, start_path)
-        if critic is not None:  # the separate critic starts from the start model's trunk
-            critic.trunk.load_state_dict(policy.trunk.state_dict())
-    reference = frozen_copy(policy) if c.algo.kl_coef > 0 else None
+    rd = RunDir.create(c)
+    rd.write_config(resolved if resolved is not None else asdict(c))
+    start = start_model(c)
+    policy, critic, reference = build_policy(c, start["path"])
     meter = ComputeMeter()
     trainer = make_trainer(c.algo.name, c.algo, policy, critic, reference, c.rollout.temperature, meter)
+    behavior = BehaviorPolicy(policy, c.rollout.staleness)
     budget = Budget(c.budget.kind, c.budget.amount)
-    group_size = c.algo.group_size if c.algo.name == "grpo" else max(1, c.algo.group_size)
-    per_update = c.algo.tasks_per_update * group_size
-    env_id = ENV_IDS[c.env.name]
-    comp = compression_kwargs(c)
-    train_engine = RolloutEngine(env_id, num_envs=min(c.rollout.num_envs, per_update), max_len=c.policy.max_len,
-                                 max_action_tokens=c.rollout.max_action_tokens, temperature=c.rollout.temperature,
-                                 env_kwargs=env_kwargs(c), compression=comp)
-    n_eval = c.eval.tasks * c.eval.samples_per_task
-    eval_engine = RolloutEngine(env_id, num_envs=min(c.rollout.num_envs, n_eval), max_len=c.policy.max_len,
-                                max_action_tokens=c.rollout.max_action_tokens, temperature=c.eval.temperature,
-                                env_kwargs={**env_kwargs(c), **dict(c.eval.env_kwargs)}, compression=comp)
-    sampler = build_models(shape, seed=c.policy.init_seed)[0] if c.rollout.staleness > 0 else None
-    snapshots: deque = deque(maxlen=c.rollout.staleness + 1)
-
-    def snapshot() -> dict:
-        return {k: v.detach().clone() for k, v in policy.state_dict().items()}
-
-    def run_eval() -> dict:
-        out = evaluate(eval_engine, policy, c.eval.tasks, c.eval.samples_per_task, c.eval.temperature,
-                       seed=eval_seed(c), split=c.eval.split)
-        if c.eval.train_split:
-            out.update(evaluate(eval_engine, policy, c.eval.tasks, c.eval.samples_per_task, c.eval.temperature,
-                                seed=eval_seed(c), split="train", prefix="eval_train/"))
-        return out
-
-    # ===================================================================== resume
-    update = 0
-    last_eval: dict = {}
-    done = False
-    if c.resume and ckpt_path.exists():
-        state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        policy.load_state_dict(state["policy"])
-        if critic is not None:
-            critic.load_state_dict(state["critic"])
-        trainer.load_state_dict(state["trainer"])
-        meter.load_state_dict(state["meter"])
-        snapshots.extend(state["snapshots"])
+    engine, evaluator = train_engine(c), eval_engine(c, c.eval.tasks * c.eval.samples_per_task)
+    update, last_eval, done = 0, {}, False
+    state = rd.resume() if c.resume else rd.start_fresh()
+    if state:
+        for obj, key in ((policy, "policy"), (critic, "critic"), (trainer, "trainer"), (meter, "meter"), (behavior, "behavior")):
+            if obj is not None:
+                obj.load_state_dict(state[key])
         update, last_eval, done = state["update"], state["last_eval"], state["done"]
-        size = state["metrics_bytes"]
-        if metrics_path.exists():
-            with open(metrics_path, "r+b") as fh:
-                fh.truncate(size)
-        print(f"resumed {run_dir} at update {update}", file=sys.stderr)
-    else:
-        if metrics_path.exists():
-            metrics_path.unlink()
-        snapshots.append(snapshot())
-
-    start_info = {"start_model/path": start_path, "start_model/success": start_success, **start_extra}
-    logger = make_logger(c.logger.kind, run_dir=run_dir, name=c.logger.name or run_dir.name,
-                         group=c.logger.group or None, job_type=c.algo.name,
-                         config={**resolved, "start_model": {"path": start_path, "success": start_success}})
+        print(f"resumed {rd.path} at update {update}", file=sys.stderr)
+    start_info = {"start_model/path": start["path"], "start_model/success": start["success"], **start["extra"]}
+    logger = make_logger(c.logger.kind, run_dir=rd.path, name=c.logger.name or rd.path.name, group=c.logger.group or None,
+                         job_type=c.algo.name, config={**(resolved or asdict(c)), "start_model": start_info})
     logger.define_x_axes()
-
-    # stop cleanly on SIGTERM (the checkpoint of the last finished update is already on disk)
-    def _term(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _term)
-    pbar = tqdm(total=float(c.budget.amount), initial=min(budget.spent(meter), c.budget.amount),
-                disable=not c.progress, desc=f"{c.algo.name}/{c.env.name}", unit=c.budget.kind, dynamic_ncols=True)
-    wall_start = meter.wall_seconds
-    t_run = time.perf_counter()
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    kill_after = int(os.environ.get(KILL_AFTER_UPDATE_ENV, "0"))
+    pbar, t_run, wall_start = _progress(c, budget.spent(meter)), time.perf_counter(), meter.wall_seconds
     try:
-        # ===================================================================== training loop
         while not done and not budget.exhausted(meter) and update < c.budget.max_updates:
+            # ============================================================ collect
             t_update = time.perf_counter()
-            # -- collect with the behaviour policy (``staleness`` updates old in async mode)
-            task_rng = torch.Generator().manual_seed(mix_seed(c.seed, update, 1))
-            reqs = make_requests(c.algo.tasks_per_update, group_size, seed=mix_seed(c.seed, update, 2),
-                                 split="train", n_task_pool=c.env.train_tasks, rng=task_rng)
-            if sampler is not None:
-                sampler.load_state_dict(snapshots[0])
-                behavior, version = sampler, update - (len(snapshots) - 1)
-            else:
-                behavior, version = policy, update
-            t0 = time.perf_counter()
-            trajs = train_engine.collect(behavior, reqs, policy_version=version,
-                                         generator=torch.Generator().manual_seed(mix_seed(c.seed, update, 3)))
-            collect_seconds = time.perf_counter() - t0
+            lr = trainer.set_budget_fraction(budget.fraction(meter))  # budget spent before this update
+            sampler, version = behavior.sampler()
+            trajs = engine.collect(sampler, update_requests(c, update), policy_version=version,
+                                   generator=sampling_generator(c, update))
+            collect_seconds = time.perf_counter() - t_update
             meter.add_trajectories(trajs)
-            # -- update (learning rate from the budget fraction spent before it: exact on resume)
-            lr = trainer.set_budget_fraction(budget.fraction(meter))
+            # ============================================================ update
             train_metrics = trainer.update(trajs)
-            train_metrics["train/lr"] = lr
             update += 1
             meter.updates = update
-            snapshots.append(snapshot())
+            behavior.push(policy)
             meter.wall_seconds += time.perf_counter() - t_update
-            metrics = {"update": update, "algo": c.algo.name, "policy_version": update,
-                       "sampler_version": version}
-            metrics.update(rollout_metrics(trajs, collect_seconds))
-            metrics.update(train_metrics)
-            metrics.update(meter.metrics())
-            # -- evaluation (every ``eval.every`` updates and at the end)
-            finished = budget.exhausted(meter) or update >= c.budget.max_updates
-            if finished or (c.eval.every and update % c.eval.every == 0):
-                last_eval = run_eval()
+            # ============================================================ log, maybe evaluate
+            metrics = {"update": update, "algo": c.algo.name, "policy_version": update, "sampler_version": version,
+                       **rollout_metrics(trajs, collect_seconds), **train_metrics, "train/lr": lr, **meter.metrics()}
+            done = budget.exhausted(meter) or update >= c.budget.max_updates
+            if done or (c.eval.every and update % c.eval.every == 0):
+                last_eval = evaluate_policy(c, evaluator, policy)
                 metrics.update(last_eval)
             metrics["compute/budget_fraction"] = budget.fraction(meter)
-            # -- log, flush, checkpoint
-            with open(metrics_path, "a") as fh:
-                fh.write(json.dumps(_jsonable(metrics)) + "\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            logger.log(_jsonable(metrics))
-            marker = run_dir / ".debug_killed"
-            if c.debug_kill_after_update == update and not marker.exists():
-                # testing aid: die the hard way (once) between the metrics line and its checkpoint
-                marker.touch()
-                os.kill(os.getpid(), signal.SIGKILL)
-            done = finished
-            atomic_save({
-                "policy": policy.state_dict(), "critic": critic.state_dict() if critic is not None else None,
-                "trainer": trainer.state_dict(), "meter": meter.state_dict(), "snapshots": list(snapshots),
-                "update": update, "last_eval": last_eval, "done": done,
-                "metrics_bytes": metrics_path.stat().st_size,
-            }, ckpt_path)
+            rd.append_metrics(metrics)
+            logger.log(jsonable(metrics))
+            if update == kill_after:
+                os.kill(os.getpid(), signal.SIGKILL)  # test aid: between the metrics line and its checkpoint
+            # ============================================================ save
+            rd.save_checkpoint({"policy": policy.state_dict(), "critic": critic.state_dict() if critic is not None else None,
+                                "trainer": trainer.state_dict(), "meter": meter.state_dict(),
+                                "behavior": behavior.state_dict(), "update": update, "last_eval": last_eval, "done": done})
             pbar.n = min(budget.spent(meter), float(c.budget.amount))
-            elapsed = time.perf_counter() - t_run
             pbar.set_postfix(upd=update, succ=f"{metrics['rollout/success_rate']:.2f}",
-                             eval=f"{last_eval.get('eval/success', float('nan')):.2f}",
-                             tok_s=f"{meter.generated_tokens / max(meter.wall_seconds, 1e-9):.0f}",
-                             s=f"{elapsed:.0f}")
-            pbar.refresh()
+                             eval=f"{last_eval.get('eval/success', float('nan')):.2f}", s=f"{time.perf_counter() - t_run:.0f}")
     except KeyboardInterrupt:
         pbar.close()
         logger.finish()
-        print(f"interrupted at update {update}; re-run the same command to resume from {ckpt_path}", file=sys.stderr)
+        print(f"interrupted at update {update}; re-run the same command to resume from {rd.checkpoint_path}", file=sys.stderr)
         raise SystemExit(130)
+    # ================================================================ summary
     pbar.close()
-    # ===================================================================== summary
-    if not last_eval:
-        last_eval = run_eval()
-    train_engine.close()
-    eval_engine.close()
-    summary = {**last_eval, **meter.metrics(), **start_info, "run_dir": str(run_dir), "algo": c.algo.name,
+    last_eval = last_eval or evaluate_policy(c, evaluator, policy)
+    engine.close()
+    evaluator.close()
+    summary = {**last_eval, **meter.metrics(), **start_info, "run_dir": str(rd.path), "algo": c.algo.name,
                "env": c.env.name, "updates": update, "seed": c.seed, "budget/kind": c.budget.kind,
-               "budget/amount": c.budget.amount, "critic": critic_kind,
+               "budget/amount": c.budget.amount, "critic": resolve_critic(c),
                "wall_seconds_this_process": time.perf_counter() - t_run, "wall_seconds_updates": meter.wall_seconds - wall_start}
-    atomic_write_text(run_dir / "summary.json", json.dumps(_jsonable(summary), indent=2))
-    logger.log({k: v for k, v in _jsonable(summary).items() if k.startswith(("eval/", "start_model/success"))})
+    rd.write_summary(summary)
+    logger.log({k: v for k, v in jsonable(summary).items() if k.startswith(("eval/", "start_model/success"))})
     logger.finish()
     print(json.dumps({k: summary[k] for k in ("eval/success", "start_model/success", "compute/rollouts", "updates", "run_dir")}),
           file=sys.stderr)
     return summary
-
-
-def _jsonable(d: dict) -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, torch.Tensor):
-            v = v.item()
-        if isinstance(v, float) and not math.isfinite(v):
-            v = None
-        out[k] = v
-    return out
 
 
 register_configs()

@@ -23,7 +23,6 @@ import fcntl
 import hashlib
 import importlib
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -31,10 +30,19 @@ from pathlib import Path
 import torch
 
 from algos.batch import collate
-from algos.policy import PolicyModel, PolicyShape
-from algos.rollout import RolloutEngine, demo_to_trajectory, evaluate
-from envs.tokenizer import get_tokenizer
-from experiments.config import ENV_IDS, TrainConfig
+from algos.policy import PolicyModel
+from algos.rollout import demo_to_trajectory, evaluate
+from experiments.build import (  # noqa: F401  (load_policy_weights, env_kwargs: re-exported for older callers)
+    compression_kwargs,
+    env_kwargs,
+    eval_engine,
+    eval_seed,
+    load_policy_weights,
+    make_env,
+    policy_shape,
+)
+from experiments.config import TrainConfig, fingerprint
+from experiments.rundir import atomic_save, atomic_write_text
 
 # env name -> (agents module, noisy agent class, its noise kwarg)
 DEMO_AGENTS = {
@@ -43,34 +51,14 @@ DEMO_AGENTS = {
 }
 
 
-def policy_shape(c: TrainConfig, critic: str = "none") -> PolicyShape:
-    p = c.policy
-    return PolicyShape(vocab_size=get_tokenizer().vocab_size, d_model=p.d_model, n_layers=p.n_layers,
-                       n_heads=p.n_heads, max_len=p.max_len, mlp_ratio=p.mlp_ratio, critic=critic)
-
-
-def env_kwargs(c: TrainConfig) -> dict:
-    return dict(c.env.kwargs)
-
-
-def compression_kwargs(c: TrainConfig) -> dict | None:
-    from dataclasses import asdict
-
-    comp = asdict(c.compression)
-    if comp["strategy"] == "none":
-        return None
-    if comp.get("every_turns") is None:
-        comp.pop("every_turns")
-    return comp
-
-
 def cache_key(c: TrainConfig) -> str:
+    """Hash of everything that determines the warm-start checkpoint (the warmstart group without
+    its operational ``cache_dir``, env, compression, policy shape, action cap, evaluation setup)."""
     from dataclasses import asdict
 
-    w = asdict(c.warmstart)
-    w.pop("cache_dir")
+    w = fingerprint(c.warmstart)
     blob = {
-        "env": c.env.name, "env_kwargs": dict(c.env.kwargs), "compression": compression_kwargs(c),
+        "env": c.env.name, "env_id": c.env.id, "env_kwargs": dict(c.env.kwargs), "compression": compression_kwargs(c),
         "shape": asdict(policy_shape(c)), "warmstart": w, "max_action_tokens": c.rollout.max_action_tokens,
         "eval_temperature": c.eval.temperature, "train_tasks": c.env.train_tasks,
         "eval": [c.eval.split, c.eval.train_split, dict(c.eval.env_kwargs)],
@@ -107,10 +95,8 @@ def play_demo(env, agent, seed: int, options: dict):
 
 def demonstrations(c: TrainConfig) -> list:
     """``warmstart.demos`` noisy-oracle episodes on train tasks, as trajectories."""
-    import envs
-
     agent = make_demo_agent(c.env.name, c.warmstart.noise, c.warmstart.agent)
-    env = envs.make(ENV_IDS[c.env.name], compression=compression_kwargs(c), **env_kwargs(c))
+    env = make_env(c)
     out = []
     for i in range(c.warmstart.demos):
         seed = c.warmstart.seed * 100_003 + i
@@ -189,10 +175,7 @@ def build_warmstart(c: TrainConfig, root: Path, verbose: bool = True) -> dict:
     torch.manual_seed(c.policy.init_seed)
     model = PolicyModel(policy_shape(c))
     losses = behaviour_clone(model, trajs, c.warmstart.epochs, c.warmstart.lr, c.warmstart.batch_rows, c.warmstart.seed)
-    engine = RolloutEngine(ENV_IDS[c.env.name], num_envs=min(64, c.warmstart.eval_tasks * c.warmstart.eval_samples_per_task),
-                           max_len=c.policy.max_len, max_action_tokens=c.rollout.max_action_tokens,
-                           temperature=c.eval.temperature, env_kwargs={**env_kwargs(c), **dict(c.eval.env_kwargs)},
-                           compression=compression_kwargs(c))
+    engine = eval_engine(c, c.warmstart.eval_tasks * c.warmstart.eval_samples_per_task, max_envs=64)
     ev = evaluate(engine, model, c.warmstart.eval_tasks, c.warmstart.eval_samples_per_task, c.eval.temperature,
                   seed=eval_seed(c), split=c.eval.split)
     if c.eval.train_split:
@@ -201,9 +184,7 @@ def build_warmstart(c: TrainConfig, root: Path, verbose: bool = True) -> dict:
     engine.close()
     root.mkdir(parents=True, exist_ok=True)
     path = root / "policy.pt"
-    tmp = root / "policy.pt.tmp"
-    torch.save({"policy": model.state_dict(), "shape": policy_shape(c).__dict__}, tmp)
-    os.replace(tmp, path)
+    atomic_save({"policy": model.state_dict(), "shape": policy_shape(c).__dict__}, path)
     info = {
         "path": str(path.resolve()), "key": root.name, "start_success": ev["eval/success"],
         "start_eval": ev, "demo_success": demo_success, "demos": len(trajs),
@@ -211,29 +192,12 @@ def build_warmstart(c: TrainConfig, root: Path, verbose: bool = True) -> dict:
         "bc_loss_first": losses[0] if losses else None, "bc_loss_last": losses[-1] if losses else None,
         "seconds": time.perf_counter() - t0, "env": c.env.name, "noise": c.warmstart.noise,
     }
-    tmp = root / "warmstart.json.tmp"
-    tmp.write_text(json.dumps(info, indent=2, default=str))
-    os.replace(tmp, root / "warmstart.json")
+    atomic_write_text(root / "warmstart.json", json.dumps(info, indent=2, default=str))
     if verbose:
         print(f"warm start {root.name}: demo success {demo_success:.3f}, start success ({c.eval.split} split, policy) "
               f"{info['start_success']:.3f}, BC loss {info['bc_loss_first']:.3f} -> {info['bc_loss_last']:.3f}, "
               f"{info['seconds']:.1f}s", file=sys.stderr)
     return info
-
-
-def eval_seed(c: TrainConfig) -> int:
-    """Evaluation seeds depend only on the run seed: every method and the start model are
-    evaluated on the same held-out tasks with the same env seeds."""
-    return (c.seed * 7_919 + 424_242) % (2**31 - 1)
-
-
-def load_policy_weights(model: PolicyModel, path: str) -> None:
-    state = torch.load(path, map_location="cpu", weights_only=False)
-    state = state.get("policy", state)
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    bad = [k for k in missing if not k.startswith("value_head")]
-    if bad or unexpected:
-        raise ValueError(f"checkpoint {path} does not match the policy shape: missing {bad}, unexpected {list(unexpected)}")
 
 
 def main() -> None:

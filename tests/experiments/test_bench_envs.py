@@ -17,6 +17,7 @@ from experiments import bench
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_bench_envs_cli_prints_the_ratio_within_target():
     out = subprocess.run(
         [sys.executable, "-m", "experiments.bench", "envs", "--steps", "3000", "--repeats", "3",

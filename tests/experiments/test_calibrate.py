@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from algos.metrics import binomial_confidence_interval
 from experiments.calibrate import calibrate, format_levels
 
@@ -20,6 +22,7 @@ ROW = re.compile(
 )
 
 
+@pytest.mark.slow
 def test_calibrate_cli_prints_the_table_with_fixed_seed_numbers():
     out = subprocess.run([sys.executable, "-m", "experiments.calibrate", *ARGS], cwd=ROOT,
                          capture_output=True, text=True, timeout=120, check=True).stdout

@@ -1,6 +1,6 @@
-"""experiments/compare.py end to end: the real train.py as a joblib multirun with the tiniest
-settings (2 algorithms x 2 seeds, 64 rollouts each), then the report and the offline W&B
-summary run, all inside tmp_path (cwd, sweep dir, warm-start cache)."""
+"""experiments/compare.py end to end: the real train.py as a joblib multirun at ``--tiny`` scale
+(2 algorithms x 2 seeds, 16 rollouts each), then the report and the offline W&B summary run, all
+inside tmp_path (cwd, sweep dir, warm-start cache)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,6 @@ import yaml
 from experiments.compare import PRESETS, sweep_command
 from wandb_records import offline_run_contents
 
-# Shrink the small preset to seconds (applied to every run of the sweep, both algorithms).
-TINY = [
-    "policy.d_model=32", "policy.n_layers=1", "policy.n_heads=2", "policy.max_len=256",
-    "algo.tasks_per_update=4", "rollout.num_envs=16", "budget.amount=64",
-    "eval.every=1", "eval.tasks=4", "eval.samples_per_task=2",
-    "warmstart.demos=32", "warmstart.epochs=2", "warmstart.eval_tasks=4",
-]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -32,7 +25,8 @@ def test_sweep_command_and_argument_errors(tmp_path):
     assert cmd[1:5] == ["-m", "experiments.train", "-m", "experiment=compare_small"]
     assert f"hydra.sweep.dir={tmp_path / 's'}" in cmd and "logger.group=grp" in cmd
     assert "hydra.launcher.n_jobs=2" in cmd and "seed=0,1" in cmd and cmd[-1] == "budget.amount=8"
-    assert set(PRESETS.values()) == {p.stem for p in (Path(__file__).parents[2] / "configs" / "experiment").glob("compare_*.yaml")}
+    presets = {p.stem for p in (Path(__file__).parents[2] / "configs" / "experiment").glob("compare_*.yaml")}
+    assert set(PRESETS.values()) == presets - {"compare_base"}  # the base every preset inherits from
     with pytest.raises(ValueError, match="allowed: small, bugfix, long_horizon"):
         sweep_command("huge", tmp_path, "g")
     with pytest.raises(ValueError, match="joblib"):
@@ -46,8 +40,8 @@ def test_compare_tiny_end_to_end(tmp_path):
     env.update(HOME=str(tmp_path / "home"), WANDB_BASE_URL="http://127.0.0.1:9")  # no creds, no server
     (tmp_path / "home").mkdir()
     out = subprocess.run(
-        [sys.executable, "-m", "experiments.compare", "--seeds", "0,1", "--sweep-dir", str(sweep), "--",
-         *TINY, f"warmstart.cache_dir={tmp_path / 'ws'}"],
+        [sys.executable, "-m", "experiments.compare", "--tiny", "--seeds", "0,1", "--sweep-dir", str(sweep), "--",
+         f"warmstart.cache_dir={tmp_path / 'ws'}"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -59,17 +53,17 @@ def test_compare_tiny_end_to_end(tmp_path):
     assert runs == ["bugfix-grpo-s0", "bugfix-grpo-s1", "bugfix-ppo-s0", "bugfix-ppo-s1"]
     summaries = {r: json.loads((sweep / r / "summary.json").read_text()) for r in runs}
     # Compute-matched: same rollout budget spent, same start model, same test budget.
-    assert {s["compute/rollouts"] for s in summaries.values()} == {64}
+    assert {s["compute/rollouts"] for s in summaries.values()} == {16}  # 2 updates of 2 tasks x 4
     assert len({s["start_model/path"] for s in summaries.values()}) == 1
     configs = {r: yaml.safe_load((sweep / r / "config.yaml").read_text()) for r in runs}
-    assert {(c["eval"]["tasks"], c["eval"]["samples_per_task"]) for c in configs.values()} == {(4, 2)}
+    assert {(c["eval"]["tasks"], c["eval"]["samples_per_task"]) for c in configs.values()} == {(2, 2)}
     assert configs["bugfix-ppo-s1"]["run_dir"] == str(sweep / "bugfix-ppo-s1")
 
     # The report: printed, written, with both methods and valid PNGs.
     report = (sweep / "report.md").read_text()
     assert report.strip() in out.stdout
-    assert "| bugfix | grpo | 2 | 4 tasks x 2 samples |" in report
-    assert "| bugfix | ppo | 2 | 4 tasks x 2 samples |" in report
+    assert "| bugfix | grpo | 2 | 2 tasks x 2 samples |" in report
+    assert "| bugfix | ppo | 2 | 2 tasks x 2 samples |" in report
     assert "n/a (GRPO has no critic)" in report
     pngs = sorted(sweep.glob("*.png"))
     assert len(pngs) == 6 and all(p.read_bytes()[:8] == PNG_MAGIC for p in pngs)

@@ -98,6 +98,7 @@ def test_launcher_configs_compose_against_plugin_schemas(tiny_app, monkeypatch):
         assert cfg.hydra.launcher.ray.init.address == "10.0.0.1:6379"
 
 
+@pytest.mark.slow
 def test_joblib_multirun(tiny_app, tmp_path):
     sweep = tmp_path / "sweep_joblib"
     driver_pid, results = _run_multirun(tiny_app, sweep, "joblib")
@@ -108,6 +109,7 @@ def test_joblib_multirun(tiny_app, tmp_path):
     assert (sweep / "multirun.yaml").is_file()
 
 
+@pytest.mark.slow
 def test_ray_multirun_against_local_instance(tiny_app, tmp_path, monkeypatch):
     import hydra_plugins.hydra_ray_launcher  # noqa: F401  (installed by the dev extra; never skipped)
     import ray

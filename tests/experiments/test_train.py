@@ -2,12 +2,15 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from experiments.train import KILL_AFTER_UPDATE_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -22,11 +25,14 @@ def ws_cache(tmp_path_factory):
     return str(tmp_path_factory.mktemp("warmstart_cache"))
 
 
-def train(run_dir, *overrides, ws_cache, check=True, timeout=300):
+def train(run_dir, *overrides, ws_cache, check=True, timeout=300, kill_after=None):
     preset = [] if any(o.startswith("experiment=") for o in overrides) else ["experiment=tiny"]
     cmd = [sys.executable, "-m", "experiments.train", *preset, "env=bugfix", f"run_dir={run_dir}",
            f"warmstart.cache_dir={ws_cache}", *overrides]
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1"}
+    env.pop(KILL_AFTER_UPDATE_ENV, None)
+    if kill_after is not None:
+        env[KILL_AFTER_UPDATE_ENV] = str(kill_after)
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
     if check:
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -79,6 +85,16 @@ def test_bad_config_fails_fast_with_one_line(tmp_path, ws_cache):
     assert elapsed < 30
     proc = train(run_dir, "algo=foo", ws_cache=ws_cache, check=False)
     assert proc.returncode != 0 and "algo/foo" in proc.stderr
+    # env constructor kwargs and the compression wrapper's are checked by building them once
+    for overrides, pattern in (  # the env's own one-line message after the field and the env id
+        (["++env.kwargs.difficulty=insane"], r"config error: env\.kwargs of env agentrl/BugFix-v\d+: .*'insane'.*allowed: "),
+        (["compression=recent", "compression.budget_tokens=128", "compression.keep_last=-3"],
+         r"config error: compression of env agentrl/BugFix-v\d+: keep_last must be an int >= 1"),
+    ):
+        proc = train(run_dir, "algo=grpo", *overrides, ws_cache=ws_cache, check=False)
+        err = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 2 and len(err) == 1 and re.match(pattern, err[0]), proc.stderr
+        assert not run_dir.exists()
 
 
 def test_kill_9_and_rerun_reproduces_the_uninterrupted_run(tmp_path, ws_cache):
@@ -86,10 +102,10 @@ def test_kill_9_and_rerun_reproduces_the_uninterrupted_run(tmp_path, ws_cache):
     full = tmp_path / "full"
     train(full, *common, ws_cache=ws_cache)
     killed = tmp_path / "killed"
-    proc = train(killed, *common, "debug_kill_after_update=3", ws_cache=ws_cache, check=False)
+    proc = train(killed, *common, ws_cache=ws_cache, check=False, kill_after=3)
     assert proc.returncode == -9  # SIGKILL after update 3's metrics line, before its checkpoint
     assert len(lines(killed)) == 3
-    train(killed, *common, "debug_kill_after_update=3", ws_cache=ws_cache)  # the same command again
+    train(killed, *common, ws_cache=ws_cache)  # the same command again (without the test aid)
     a, b = lines(full), lines(killed)
     assert len(a) == len(b) == 5
     for ra, rb in zip(a, b):

@@ -4,19 +4,15 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
 from algos.policy import PolicyModel
 from envs.tokenizer import get_tokenizer
+from experiments.build import load_policy_weights, policy_shape
 from experiments.config import register_configs, validate
-from experiments.warmstart import (
-    cache_key,
-    demonstrations,
-    ensure_warmstart,
-    load_policy_weights,
-    policy_shape,
-)
+from experiments.warmstart import cache_key, demonstrations, ensure_warmstart
 
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 register_configs()
@@ -43,6 +39,7 @@ def test_demonstrations_mark_only_the_demo_actions_as_sampled(tmp_path):
             assert set(s.policy_version) <= {-1}  # demos: no policy version sampled them
 
 
+@pytest.mark.slow
 def test_warm_start_is_built_once_and_cached_by_config(tmp_path):
     c = tiny(tmp_path)
     info = ensure_warmstart(c, verbose=False)
@@ -56,6 +53,9 @@ def test_warm_start_is_built_once_and_cached_by_config(tmp_path):
     assert json.loads((path.parent / "warmstart.json").read_text())["start_success"] == info["start_success"]
     # a different demo noise is a different start model
     assert cache_key(tiny(tmp_path, "warmstart.noise=0.9")) != cache_key(c)
+    # ... where the cache lives (an operational field) or the algorithm is not
+    assert cache_key(tiny(tmp_path / "elsewhere")) == cache_key(c)
+    assert cache_key(tiny(tmp_path, "algo=ppo")) == cache_key(c)
     # the checkpoint loads into the policy, with or without a value head
     for critic in ("none", "head"):
         load_policy_weights(PolicyModel(policy_shape(c, critic=critic)), info["path"])

@@ -1,0 +1,58 @@
+"""The behaviour policy: which weights sample the training rollouts.
+
+Synchronous mode (``staleness = 0``): the learner's own policy samples, version = updates done.
+Asynchronous mode (``staleness = k > 0``, simulating a rollout fleet that lags the learner): the
+sampler holds the last ``k + 1`` policy snapshots and samples with the oldest, i.e. the policy
+``k`` updates old (or the start model while fewer than ``k`` updates are done). Its version
+``v = updates - (snapshots - 1)`` is what the rollouts record as ``policy_version``; the
+behaviour log-probs come from it, while the trainer's old log-probs are recomputed with the
+current weights, so the two differ exactly when ``v < updates``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import deque
+
+import torch
+
+
+def _snapshot(model: torch.nn.Module) -> dict:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+class BehaviorPolicy:
+    """``BehaviorPolicy(policy, staleness)``: ``sampler() -> (model, version)`` to sample with,
+    ``push(policy)`` after every update, ``state_dict()`` / ``load_state_dict()`` for resume."""
+
+    def __init__(self, policy: torch.nn.Module, staleness: int) -> None:
+        if staleness < 0:
+            raise ValueError(f"staleness={staleness} must be >= 0 (0 = synchronous)")
+        self.policy = policy
+        self.staleness = staleness
+        self.version = 0  # updates pushed so far = the learner's current version
+        self._snapshots: deque = deque([_snapshot(policy)] if staleness else [], maxlen=staleness + 1)
+        self._model = copy.deepcopy(policy).eval() if staleness else None
+
+    def sampler(self) -> tuple[torch.nn.Module, int]:
+        """The model to sample the next rollouts with and its policy version."""
+        if not self.staleness:
+            return self.policy, self.version
+        self._model.load_state_dict(self._snapshots[0])
+        return self._model, self.version - (len(self._snapshots) - 1)
+
+    def push(self, policy: torch.nn.Module | None = None) -> None:
+        """Record the weights after one more update (``policy`` defaults to the learner's)."""
+        self.version += 1
+        if self.staleness:
+            self._snapshots.append(_snapshot(policy if policy is not None else self.policy))
+
+    def state_dict(self) -> dict:
+        return {"version": self.version, "snapshots": list(self._snapshots)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.version = int(state["version"])
+        self._snapshots = deque(state["snapshots"], maxlen=self.staleness + 1)
+
+
+__all__ = ["BehaviorPolicy"]
