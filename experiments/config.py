@@ -272,7 +272,7 @@ class GigpoConfig(GrpoConfig):
         if not (math.isfinite(self.omega) and self.omega >= 0):
             raise ConfigError(f"algo.omega={self.omega} must be a finite number >= 0")
         if not 0 <= self.gamma <= 1:
-            raise ConfigError(f"algo.gamma={self.gamma} must be in [0, 1]")
+            raise ConfigError(f"algo.gamma={self.gamma} must be a number in [0, 1] (discount of the step returns)")
 
 
 @dataclass

@@ -163,5 +163,5 @@ def test_learning_rate_schedule_follows_the_budget_fraction():
     assert trainer.set_budget_fraction(1.3) == 0.0
     # constant: lr whatever the fraction
     assert GRPOTrainer(algo(), model()).set_budget_fraction(0.9) == pytest.approx(1e-2)
-    with pytest.raises(ValueError, match="lr_schedule='cosine' unknown; allowed: constant, linear"):
+    with pytest.raises(ValueError, match="lr_schedule='cosine' is not a valid choice; allowed: constant, linear"):
         GRPOTrainer(algo(lr_schedule="cosine"), model())
