@@ -47,6 +47,7 @@ KILL_AFTER_UPDATE_ENV = "AGENTRL_TEST_KILL_AFTER_UPDATE"
 def rollout_metrics(trajs, collect_seconds: float) -> dict:
     """``rollout/*`` of one update's training trajectories (masked ones excluded from rates)."""
     from algos.metrics import group_outcome_rates
+    from algos.rollout import hack_metrics
 
     live = [t for t in trajs if not t.masked]
     n = max(len(live), 1)
@@ -61,7 +62,7 @@ def rollout_metrics(trajs, collect_seconds: float) -> dict:
         "rollout/mean_observation_tokens": sum(t.observation_tokens for t in live) / n,
         "rollout/mean_tool_seconds": sum(t.tool_seconds for t in live) / n,
         "rollout/tool_failure_rate": sum(1 for t in live if t.tool_failures) / n,
-        "rollout/hack_rate": sum(1 for t in live if any(t.hack_flags.values())) / n,
+        **hack_metrics(trajs, "rollout/"),
         "rollout/generated_tokens_per_second": sum(t.generated_tokens for t in trajs) / max(collect_seconds, 1e-9),
         "rollout/collect_seconds": collect_seconds,
     }
@@ -76,12 +77,6 @@ def rollout_metrics(trajs, collect_seconds: float) -> dict:
         m["rollout/reward_mixed_group_rate"] = group_outcome_rates(rew, gid)["mixed"] if len(set(rew.tolist())) <= 2 else float("nan")
     for reason, k in Counter(t.stop_reason for t in trajs).items():
         m[f"rollout/stop/{reason}"] = k
-    hacks: Counter = Counter()
-    for t in live:
-        for name, v in t.hack_flags.items():
-            hacks[name] += int(bool(v))
-    for name, k in hacks.items():
-        m[f"rollout/hack/{name}"] = k
     return m
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 SUMMARY_KEYS: dict[str, str] = {
     "eval/success": "verified success rate on held-out (unseen) task templates, final policy",
     "eval/recovery_rate": "among eval episodes hit by an injected tool failure (timeout/flaky/crash), the fraction that still succeeded",
-    "eval/hack_rate": "fraction of eval episodes with any hack flag (edited tests, read protected answer, ...)",
+    "eval/hack_rate": "fraction of eval episodes whose training reward the verifier does not confirm (reward > 0, verified 0)",
     "eval/mean_turns": "mean number of turns (tool calls) per eval episode",
     "compute/rollouts": "complete training rollouts (episodes) generated",
     "compute/generated_tokens": "policy-sampled tokens during training rollouts",
