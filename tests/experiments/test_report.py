@@ -214,12 +214,14 @@ def test_report_table_plots_and_stop_reasons(tmp_path):
     assert "| method | submitted_resolved | submitted_failed | max_turns | total |" in rep.markdown
     assert "| grpo | 24 (25.0%) | 60 (62.5%) | 12 (12.5%) | 96 |" in rep.markdown
 
-    # Critic: n/a for GRPO, PPO's last EV is 0.8 in every seed.
+    # Critic: n/a for GRPO; PPO's EV is 0.2 u, second half of 4 updates = updates 3, 4:
+    # (0.6 + 0.8) / 2 = 0.7 in every seed.
     assert "n/a (GRPO has no critic)" in rep.markdown
     diag = {(r[0], r[1]): r for r in R.diagnostics_table(R.group_runs(rep.runs))}
-    assert diag[("bugfix", "ppo")][7] == "0.800 ± 0.000"
+    assert diag[("bugfix", "ppo")][7] == "0.700 ± 0.000"
+    assert diag[("bugfix", "ppo")][8] == "0.700, 0.700, 0.700"
     # Weight shift mean over updates: (0.1+0.2+0.3+0.4)/4 = 0.25.
-    assert diag[("bugfix", "grpo")][8] == "0.250 ± 0.000"
+    assert diag[("bugfix", "grpo")][9] == "0.250 ± 0.000"
     # All-0 mean over updates: (.5+.5+0+0)/4 = 0.25.
     assert diag[("bugfix", "grpo")][5] == "0.250 ± 0.000"
 
