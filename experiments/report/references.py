@@ -9,9 +9,9 @@ exactly that with :func:`experiments.calibrate.measure`: attempt ``j`` of task `
 ``REFERENCE_SEED + j * tasks + i`` (so a sweep's references are reproducible). Ceiling: the
 informed ``oracle``. Floor: the best of the program-blind agents (BugFix: ``envs.agents.
 BLIND_AGENTS`` and ``random``; LongHorizon: ``random``), named in the row. Intervals: 95 % Wilson
-over the scored (unmasked) attempts. The start model's row is ``start_model/success`` of the runs'
+over the scored (unmasked) attempts. The start model's row is ``start_model/success`` p of the runs'
 summaries with the Wilson interval of ``round(p * n)`` successes in ``n = tasks * samples``
-attempts (train.py evaluates it at the same test budget).
+attempts (train.py evaluates it at the same test budget; masked attempts, if any, make n a bound).
 
 Results are cached in ``<sweep>/references.json`` under the task-set spec (a JSON key), so
 re-rendering a report does not replay the agents.
@@ -42,9 +42,12 @@ class ReferenceRow:
     agent: str
     successes: int
     scored: int
+    rate: float | None = None  # the measured rate when it is not successes / scored (start model)
 
     @property
     def success(self) -> float:
+        if self.rate is not None:
+            return self.rate
         return self.successes / self.scored if self.scored else float("nan")
 
     @property
@@ -153,7 +156,7 @@ def start_model_rows(runs: Sequence[Run]) -> list[ReferenceRow]:
         if p is None or not math.isfinite(float(p)):
             rows.append(ReferenceRow("start model", Path(item[0]).name or "(none)", 0, 0))
         else:
-            rows.append(ReferenceRow("start model", Path(item[0]).name or "(none)", round(float(p) * n), n))
+            rows.append(ReferenceRow("start model", Path(item[0]).name or "(none)", round(float(p) * n), n, float(p)))
     return rows
 
 
