@@ -22,16 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from experiments.report.keys import CONCLUSION_AXES
 from experiments.report.load import Run
 from experiments.report.stats import CONFIDENCE, fmt, fmt_seeds, verdict, welch_interval
-
-#: The compute axes of the Conclusion (cumulative counters present in every metrics line).
-CONCLUSION_AXES: dict[str, str] = {
-    "compute/rollouts": "complete rollouts",
-    "compute/generated_tokens": "generated tokens",
-    "compute/train_flops": "train FLOPs",
-    "compute/wall_seconds": "wall seconds",
-}
 
 CONCLUSION_COLUMNS = ("env", "axis", "matched budget", "comparison", "first method", "second method",
                       "difference", "95% Welch interval", "df", "verdict")

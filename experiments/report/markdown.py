@@ -150,6 +150,9 @@ def render_report(sweep_dir: str | Path, title: str | None = None, references: b
                   "scripted agents, see experiments/report/references.py):")
         md.append("")
         md += _reference_md(methods, refs[env])
+    if warnings:
+        md.append("**Caution: the runs are not compute-matched** (see the list below); the verdicts compare unlike runs.")
+        md.append("")
     md.append(
         f"All `a ± b` values are the mean over seeds ± the half-width of the two-sided "
         f"{int(CONFIDENCE * 100)}% Student-t interval (t_(0.975, n-1) · s / √n, s = sample std over "
@@ -193,8 +196,10 @@ def render_report(sweep_dir: str | Path, title: str | None = None, references: b
         md.append(
             "Mixed-group rate: fraction of groups with both a success and a failure (the only groups "
             "that give GRPO a task-reward gradient); dashed: P_mix = 1 - p^G - (1-p)^G at the measured "
-            "success rate p of the same update. All-0/all-1: groups with no outcome contrast. Critic "
-            "explained variance is measured on complete returns the critic was not fitted on. Weight "
+            "success rate p of the same update. All-0/all-1: groups with no outcome contrast (group columns "
+            "are n/a for G = 1: every group of one is all-0 or all-1 by definition). Critic "
+            "explained variance is measured on complete returns the critic was not fitted on; per seed "
+            "it is the mean over the second half of training (updates > U/2). Weight "
             "shift: how far token-mean aggregation moves per-task loss weights away from task-mean "
             "on the same batch."
         )

@@ -153,9 +153,9 @@ def diagnostics_table(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list
                 ev = fmt_seeds(per_seed)
                 ev_seeds = _per_seed(per_seed)
                 if ev == "n/a":
-                    ev = ev_seeds = EV_NA
+                    ev, ev_seeds = EV_NA, "n/a"
             else:
-                ev = ev_seeds = f"n/a ({method.upper()} has no critic)"
+                ev, ev_seeds = f"n/a ({method.upper()} has no critic)", "n/a"
             if grouped:
                 group_cells = [
                     fmt_seeds([_per_run_mean(r, "rollout/mixed_group_rate") for r in grouped]),

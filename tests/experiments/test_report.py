@@ -158,6 +158,7 @@ def test_pmix_overlay_uses_project_formula_and_group_size(tmp_path):
     [
         (None, "eval/recovery_rate", "grpo", "eval/recovery_rate"),
         ("compute/tool_seconds", None, "grpo", "compute/tool_seconds"),
+        ("compute/wall_seconds", None, "grpo", "compute/wall_seconds"),
         ("rollout/mixed_group_rate", None, "grpo", "rollout/mixed_group_rate"),
         ("critic/explained_variance_heldout", None, "ppo", "critic/explained_variance_heldout"),
         ("critic/heldout_points", None, "ppo", "critic/heldout_points"),
