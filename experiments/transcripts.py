@@ -157,17 +157,22 @@ def to_html(records: Sequence[dict[str, Any]], method: str = "") -> str:
 TABLE_COLUMNS = ("method", "outcome", "task_id", "stop_reason", "verified", "train_reward", "turns", "transcript")
 
 
+def transcript_rows(records: Sequence[dict[str, Any]], method: str = "") -> list[list[Any]]:
+    """Rows of :data:`TABLE_COLUMNS`, one per record (for any logger's ``log_table``)."""
+    return [[method, r["outcome"], r["task_id"], r["stop_reason"], r["verified"], r["train_reward"], r["turns"],
+             r["text"]] for r in records]
+
+
 def wandb_transcripts(records: Sequence[dict[str, Any]], method: str = "", as_html: bool = False):
-    """A ``wandb.Table`` (columns :data:`TABLE_COLUMNS`, one row per record) or, with ``as_html``,
-    a ``wandb.Html`` of :func:`to_html`; log it as e.g. ``logger.log({"eval/transcripts": payload})``."""
+    """A ``wandb.Table`` (columns :data:`TABLE_COLUMNS`, :func:`transcript_rows`) or, with
+    ``as_html``, a ``wandb.Html`` of :func:`to_html`; log it with ``wandb.log({"eval/transcripts":
+    payload})`` (the W&B logger's ``log`` passes it through)."""
     import wandb
 
     if as_html:
         return wandb.Html(to_html(records, method))
-    rows = [[method, r["outcome"], r["task_id"], r["stop_reason"], r["verified"], r["train_reward"], r["turns"],
-             r["text"]] for r in records]
-    return wandb.Table(columns=list(TABLE_COLUMNS), data=rows)
+    return wandb.Table(columns=list(TABLE_COLUMNS), data=transcript_rows(records, method))
 
 
 __all__ = ["FILE_NAME", "TABLE_COLUMNS", "choose", "load_transcripts", "record", "render", "save_transcripts",
-           "segment_parts", "to_html", "wandb_transcripts"]
+           "segment_parts", "to_html", "transcript_rows", "wandb_transcripts"]

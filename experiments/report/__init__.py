@@ -66,7 +66,7 @@ from experiments.report.conclusion import (
     success_at,
 )
 from experiments.report.load import Run, config_get, find_run_dirs, group_runs, load_run, load_runs, validate_run
-from experiments.report.markdown import Report, render_report
+from experiments.report.markdown import Report, render_report, report_tables
 from experiments.report.references import REFERENCE_COLUMNS, ReferenceRow, reference_rows, task_set_spec
 from experiments.report.stats import (
     CONFIDENCE,
@@ -99,5 +99,5 @@ __all__ = [
     "stop_reason_totals", "t_critical", "validate_run",
     "CONCLUSION_AXES", "CONCLUSION_COLUMNS", "Comparison", "REFERENCE_COLUMNS", "ReferenceRow",
     "compare_at_matched_budgets", "eval_curve", "matched_budget", "reference_rows", "success_at", "task_set_spec",
-    "verdict", "welch_interval",
+    "report_tables", "verdict", "welch_interval",
 ]

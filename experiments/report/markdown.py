@@ -252,3 +252,22 @@ def render_report(sweep_dir: str | Path, title: str | None = None, references: b
         references=refs,
         transcripts=transcripts,
     )
+
+
+def report_tables(report: Report) -> dict[str, tuple[list[str], list[list[Any]]]]:
+    """The Conclusion, the reference rows and the transcripts as ``{name: (columns, rows)}`` for a
+    logger's ``log_table`` (``experiments/compare.py``'s report run): ``report/conclusion``
+    (:data:`CONCLUSION_COLUMNS`), ``report/references`` (``env`` + :data:`REFERENCE_COLUMNS`),
+    ``report/transcripts`` (``env`` + ``experiments.transcripts.TABLE_COLUMNS``)."""
+    from experiments.transcripts import TABLE_COLUMNS as TRANSCRIPT_COLUMNS
+    from experiments.transcripts import transcript_rows
+
+    refs = [[env, *row.cells()] for env, rows in report.references.items() for row in rows]
+    trans = [[env, *row] for env, ms in report.transcripts.items() for m, recs in ms.items()
+             for row in transcript_rows(recs, m)]
+    return {
+        "report/conclusion": (list(CONCLUSION_COLUMNS), [c.row() for c in report.conclusion]),
+        "report/references": (["env", *REFERENCE_COLUMNS], refs),
+        "report/transcripts": (["env", *TRANSCRIPT_COLUMNS], trans),
+    }
+

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
@@ -59,8 +59,7 @@ def test_welch_degenerate_cases():
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.floats(0, 1), min_size=2, max_size=7), st.lists(st.floats(0, 1), min_size=2, max_size=7))
 def test_welch_matches_scipy(a, b):
-    if np.var(a) < 1e-6 or np.var(b) < 1e-6:  # scipy's df is 0/0 there; ours is the point interval
-        return
+    assume(np.var(a) > 1e-6 and np.var(b) > 1e-6)  # scipy's df is 0/0 there; ours is the point interval
     d, lo, hi, df = welch_interval(a, b)
     ref = stats.ttest_ind(b, a, equal_var=False)
     ci = ref.confidence_interval(0.95)

@@ -154,3 +154,26 @@ def test_report_shows_one_success_and_one_failure_per_method(tmp_path):
     section = md[md.index("### What the agent did"):]
     assert section.count("**success** (run seed 1):") == 2 and section.count("**failure** (run seed 0):") == 2
     assert "«run tests»" in section and "stop reason: submitted_resolved | verifier: fail" in section
+
+
+def test_report_tables_for_the_logger(tmp_path):
+    from experiments.report import render_report, report_tables
+    from report_fixtures import write_run
+
+    for algo in ("grpo", "ppo"):
+        for seed in (0, 1):
+            T.save_transcripts(write_run(tmp_path / f"{algo}{seed}", algo, "bugfix", seed),
+                               [hand_trajectory(0, index=0), hand_trajectory(1, index=1)])
+    tables = report_tables(render_report(tmp_path, references=False))
+    assert set(tables) == {"report/conclusion", "report/references", "report/transcripts"}
+    cols, rows = tables["report/conclusion"]
+    assert len(rows) == 4 and cols[-1] == "verdict"  # one per compute axis, PPO - GRPO
+    cols, rows = tables["report/references"]
+    # start model p = 0.2 of 16 x 2 = 32 attempts: Wilson on round(6.4) = 6 of 32, z = 1.96:
+    # center = (0.1875 + 3.8416/64) / (1 + 3.8416/32) = 0.22099,
+    # half = 1.96/1.12005 * sqrt(0.1875*0.8125/32 + 3.8416/4096) = 0.13209 -> [0.089, 0.353]
+    assert rows == [["bugfix", "start model", "start.pt", "0.200", "[0.089, 0.353] (Wilson)", "32"]]
+    cols, rows = tables["report/transcripts"]
+    assert [r[:3] for r in rows] == [["bugfix", "grpo", "success"], ["bugfix", "grpo", "failure"],
+                                     ["bugfix", "ppo", "success"], ["bugfix", "ppo", "failure"]]
+    assert all(len(r) == len(cols) for r in rows)
