@@ -15,7 +15,7 @@ from scipy import stats
 import envs
 from experiments.calibrate import measure
 from experiments.report import conclusion as C
-from experiments.report import load_run, render_report
+from experiments.report import diagnostics_table, group_runs, load_run, load_runs, render_report
 from experiments.report import references as REF
 from experiments.report.stats import verdict, welch_interval
 from report_fixtures import FINAL_SUCCESS, SEEDS, make_sweep, write_run
@@ -113,21 +113,18 @@ def test_conclusion_names_the_method_ahead(tmp_path):
     for seed, (g, p) in enumerate(zip([0.30, 0.31, 0.32], [0.50, 0.51, 0.52])):
         write_run(tmp_path / f"g{seed}", "grpo", "bugfix", seed, final=g)
         write_run(tmp_path / f"p{seed}", "ppo", "bugfix", seed, final=p)
-    rep = render_report(tmp_path, references=False)
-    rollouts = next(c for c in rep.conclusion if c.axis == "compute/rollouts")
+    comparisons = C.compare_at_matched_budgets("bugfix", group_runs(load_runs(tmp_path))["bugfix"])
+    rollouts = next(c for c in comparisons if c.axis == "compute/rollouts")
     # Hand numbers of test_welch_interval_hand_arithmetic_and_scipy: [0.17733, 0.22267], df 4.
     assert rollouts.row()[6:] == ["+0.200", "[+0.177, +0.223]", "4.0", "**PPO ahead**"]
-    assert {c.verdict for c in rep.conclusion} == {"PPO ahead"}
+    assert {c.verdict for c in comparisons} == {"PPO ahead"}
 
 
 def test_diagnostics_drop_group_fractions_for_g1_and_average_second_half_ev(tmp_path):
     for seed in SEEDS:
         write_run(tmp_path / f"g{seed}", "grpo", "bugfix", seed)
         write_run(tmp_path / f"p{seed}", "ppo", "bugfix", seed, group_size=1)
-    rep = render_report(tmp_path, references=False)
-    from experiments.report import diagnostics_table, group_runs
-
-    rows = {r[1]: r for r in diagnostics_table(group_runs(rep.runs))}
+    rows = {r[1]: r for r in diagnostics_table(group_runs(load_runs(tmp_path)))}
     assert rows["ppo"][3:7] == ["n/a (G = 1)"] * 4
     assert rows["grpo"][3] == "0.500 ± 0.000"  # GRPO (G = 4) keeps its group columns
     # EV 0.2 u over updates 3, 4 (second half of 4): 0.7 per seed.
