@@ -74,14 +74,17 @@ class Row:
 
 def measure(env_id: str, difficulty: str, agent_name: str, role: str, episodes: int, seed: int,
             split: str = "heldout", faults: bool = True, mistake_rate: float | None = None,
-            progress: tqdm | None = None) -> Row:
-    """Play ``episodes`` episodes of one agent (task_index i, seed seed + i) and count outcomes."""
+            progress: tqdm | None = None, env_kwargs: dict | None = None) -> Row:
+    """Play ``episodes`` episodes of one agent (task_index i, seed seed + i) and count outcomes.
+    ``env_kwargs``: further constructor knobs of the env (e.g. BugFix ``program_lines``), applied
+    on top of ``difficulty`` / ``faults``."""
     kwargs = {"mistake_rate": mistake_rate} if mistake_rate is not None else {}
+    extra = dict(env_kwargs or {})
     if env_id == envs.BUGFIX_ID:
-        env = envs.make(env_id, difficulty=difficulty, **({} if faults else {"faults": False}))
+        env = envs.make(env_id, **{**extra, "difficulty": difficulty, **({} if faults else {"faults": False})})
         agent = bugfix_agents.make_agent(agent_name, **kwargs)
     else:
-        env = envs.make(env_id)
+        env = envs.make(env_id, **extra)
         agent = lh_agents.make_agent(agent_name, **kwargs)
     masked = successes = hacked = flagged = turns = 0
     seconds = 0.0

@@ -8,9 +8,13 @@ method (``algo``), writes ``DIR/report.md`` and PNG plots into ``DIR``, and prin
 :func:`render_report` returns the same content (markdown, table rows, image paths) so
 ``experiments/compare.py`` can log it to W&B.
 
-Modules: ``keys`` (the contract below), ``stats`` (Student-t intervals, formatting), ``load``
-(run directories), ``tables`` (the numbers), ``plots`` (PNGs), ``markdown`` (``render_report``),
-``__main__`` (the command line).
+Modules: ``keys`` (the contract below), ``stats`` (Student-t and Welch intervals, verdicts,
+formatting), ``load`` (run directories), ``conclusion`` (per compute axis: the difference in held-out
+success at the matched budget, Welch interval, verdict), ``references`` (start model, program-blind
+floor and oracle ceiling on the runs' task set, cached in ``<sweep>/references.json``), ``tables``
+(the numbers), ``plots`` (PNGs), ``markdown`` (``render_report``), ``__main__`` (the command line).
+The report opens with the Conclusion and ends each env with "What the agent did": one success and
+one failure per method from the runs' optional ``transcripts.json`` (``experiments/transcripts.py``).
 
 Confidence intervals
 --------------------
@@ -24,8 +28,8 @@ interval is computed at each grid point (the shaded band).
 What the runs must contain
 --------------------------
 ``summary.json`` must hold every key of :data:`SUMMARY_KEYS`. ``metrics.jsonl`` lines are one
-update each; every line must hold ``update``, ``algo`` and the :data:`CURVE_AXES` counters
-(cumulative); the keys in :data:`METRIC_KEYS` must appear in at least one line (``eval/*`` is
+update each; every line must hold ``update``, ``algo`` and the :data:`CURVE_AXES` and
+:data:`CONCLUSION_AXES` counters (cumulative); the keys in :data:`METRIC_KEYS` must appear in at least one line (``eval/*`` is
 only written on evaluation updates); :data:`CRITIC_KEYS` are required for methods with a critic
 (``ppo``) and reported as "n/a (GRPO has no critic)" otherwise; the critic's held-out explained
 variance itself exists only in updates with >= 2 held-out points (see :data:`CRITIC_EV_KEY`).
@@ -52,8 +56,18 @@ from experiments.report.keys import (
     TABLE_COLUMNS,
     ReportError,
 )
+from experiments.report.conclusion import (
+    CONCLUSION_AXES,
+    CONCLUSION_COLUMNS,
+    Comparison,
+    compare_at_matched_budgets,
+    eval_curve,
+    matched_budget,
+    success_at,
+)
 from experiments.report.load import Run, config_get, find_run_dirs, group_runs, load_run, load_runs, validate_run
-from experiments.report.markdown import Report, render_report
+from experiments.report.markdown import Report, render_report, report_tables
+from experiments.report.references import REFERENCE_COLUMNS, ReferenceRow, reference_rows, task_set_spec
 from experiments.report.stats import (
     CONFIDENCE,
     GRID_POINTS,
@@ -63,6 +77,8 @@ from experiments.report.stats import (
     mean_ci,
     mean_ci_columns,
     t_critical,
+    verdict,
+    welch_interval,
 )
 from experiments.report.tables import (
     DIAG_COLUMNS,
@@ -81,4 +97,7 @@ __all__ = [
     "final_table", "find_run_dirs", "fmt", "fmt_seeds", "group_runs", "interpolate_to_grid", "load_run",
     "load_runs", "mean_ci", "mean_ci_columns", "ordered_reasons", "p_mix_series", "render_report",
     "stop_reason_totals", "t_critical", "validate_run",
+    "CONCLUSION_AXES", "CONCLUSION_COLUMNS", "Comparison", "REFERENCE_COLUMNS", "ReferenceRow",
+    "compare_at_matched_budgets", "eval_curve", "matched_budget", "reference_rows", "success_at", "task_set_spec",
+    "report_tables", "verdict", "welch_interval",
 ]

@@ -27,6 +27,15 @@ CURVE_AXES: tuple[str, ...] = (
     "compute/train_flops",
 )
 
+#: The compute axes of the report's Conclusion (cumulative, in every metrics line): the difference
+#: in held-out success at the matched budget of each (experiments/report/conclusion.py).
+CONCLUSION_AXES: dict[str, str] = {
+    "compute/rollouts": "complete rollouts",
+    "compute/generated_tokens": "generated tokens",
+    "compute/train_flops": "train FLOPs",
+    "compute/wall_seconds": "wall seconds",
+}
+
 #: Metrics that must appear in at least one metrics.jsonl line of every run.
 METRIC_KEYS: dict[str, str] = {
     "eval/success": "held-out success (evaluation updates only)",

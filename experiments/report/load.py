@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from experiments.report.keys import (
+    CONCLUSION_AXES,
     CRITIC_EV_KEY,
     CRITIC_KEYS,
     CURVE_AXES,
@@ -112,7 +113,7 @@ def validate_run(run: Run) -> None:
         if key not in run.summary:
             raise ReportError(f"summary.json of run {where} is missing required key {key!r}")
     for i, row in enumerate(run.metrics, start=1):
-        for key in ("update", "algo", *CURVE_AXES):
+        for key in ("update", "algo", *dict.fromkeys((*CURVE_AXES, *CONCLUSION_AXES))):
             if key not in row:
                 raise ReportError(f"metrics.jsonl line {i} of run {where} is missing required key {key!r}")
         if row["algo"] != run.algo:

@@ -8,10 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from experiments.report.conclusion import CONCLUSION_COLUMNS, Comparison, compare_at_matched_budgets
 from experiments.report.keys import CURVE_AXES, TABLE_COLUMNS
 from experiments.report.load import Run, config_get, group_runs, load_runs
 from experiments.report.plots import plot_diagnostics, plot_stop_reasons, plot_success_curves
-from experiments.report.stats import CONFIDENCE
+from experiments.report.references import REFERENCE_COLUMNS, ReferenceRow, reference_rows, start_model_rows
+from experiments.report.stats import CONFIDENCE, fmt_seeds
 from experiments.report.tables import (
     DIAG_COLUMNS,
     diagnostics_table,
@@ -34,6 +36,54 @@ class Report:
     runs: list[Run] = field(repr=False, default_factory=list)
     stop_reasons: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    conclusion: list[Comparison] = field(default_factory=list)
+    references: dict[str, list[ReferenceRow]] = field(default_factory=dict)
+    # env -> method -> [one success record, one failure record] (experiments/transcripts.py records)
+    transcripts: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
+
+
+#: Longest transcript text the markdown shows (the rest is cut, with a note; the JSON keeps all).
+MAX_TRANSCRIPT_CHARS = 4000
+
+
+def pick_transcripts(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    """One success and one failure record of a method: the first found, runs in seed order
+    (``run_dir/transcripts.json``, written by ``experiments.transcripts.save_transcripts``)."""
+    from experiments.transcripts import OUTCOMES, load_transcripts
+
+    chosen: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        for rec in load_transcripts(r.run_dir):
+            if rec["outcome"] not in chosen:
+                chosen[rec["outcome"]] = {**rec, "seed_of_run": r.seed}
+    return [chosen[o] for o in OUTCOMES if o in chosen]
+
+
+def _transcript_block(rec: dict[str, Any]) -> list[str]:
+    text = rec["text"]
+    if len(text) > MAX_TRANSCRIPT_CHARS:
+        text = text[:MAX_TRANSCRIPT_CHARS] + f"\n... ({len(rec['text']) - MAX_TRANSCRIPT_CHARS} more characters in transcripts.json)\n"
+    return [f"**{rec['outcome']}** (run seed {rec['seed_of_run']}):", "", "```text", text.rstrip("\n"), "```", ""]
+
+
+def _conclusion_md(env: str, comparisons: Sequence[Comparison]) -> list[str]:
+    if not comparisons:
+        return [f"- {env}: only one method, nothing to compare.", ""]
+    md = [_md_table(CONCLUSION_COLUMNS, [c.row() for c in comparisons]), ""]
+    words = "; ".join(f"{c.axis.split('/')[1]}: {c.verdict}" for c in comparisons)
+    md += [f"Verdicts ({env}, {comparisons[0].second.upper()} - {comparisons[0].first.upper()}): {words}.", ""]
+    return md
+
+
+def _reference_md(methods: Mapping[str, Sequence[Run]], refs: Sequence[ReferenceRow]) -> list[str]:
+    rows = []
+    for method, rs in methods.items():
+        rows.append([f"method {method}", f"{len(rs)} seeds (final policy)", fmt_seeds([r.summary["eval/success"] for r in rs]),
+                     "t-interval over seeds (the ± above)", str(sum(int(config_get(r.config, "eval.tasks")) *
+                                                                  int(config_get(r.config, "eval.samples_per_task"))
+                                                                  for r in rs))])
+    rows += [ref.cells() for ref in refs]
+    return [_md_table(REFERENCE_COLUMNS, rows), ""]
 
 
 def _md_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -53,11 +103,20 @@ def _budget_line(runs: Sequence[Run]) -> str:
     return "; ".join(sorted(parts))
 
 
-def render_report(sweep_dir: str | Path, title: str | None = None) -> Report:
-    """Find the runs under ``sweep_dir``, write ``report.md`` and the PNGs there, return them."""
+def render_report(sweep_dir: str | Path, title: str | None = None, references: bool = True) -> Report:
+    """Find the runs under ``sweep_dir``, write ``report.md`` and the PNGs there, return them.
+
+    ``references``: play the scripted floor / ceiling agents on the runs' task set (cached in
+    ``sweep_dir/references.json``); ``False`` keeps only the start-model reference row."""
     sweep_dir = Path(sweep_dir)
     runs = load_runs(sweep_dir)
     groups = group_runs(runs)
+    comparisons = {env: compare_at_matched_budgets(env, methods) for env, methods in groups.items()}
+    refs: dict[str, list[ReferenceRow]] = {}
+    for env, methods in groups.items():
+        everyone = [r for rs in methods.values() for r in rs]
+        refs[env] = reference_rows(everyone, sweep_dir)[0] if references else start_model_rows(everyone)
+    transcripts = {env: {m: pick_transcripts(rs) for m, rs in methods.items()} for env, methods in groups.items()}
     images: dict[str, Path] = {}
     stops: dict[str, dict[str, dict[str, float]]] = {}
     for env, methods in groups.items():
@@ -71,6 +130,29 @@ def render_report(sweep_dir: str | Path, title: str | None = None) -> Report:
     md = [f"# {title or 'GRPO vs PPO: compute-matched comparison'}", ""]
     md.append(f"Sweep directory: `{sweep_dir}` — {len(runs)} runs.")
     md.append("")
+    md.append("## Conclusion")
+    md.append("")
+    md.append(
+        "Per compute axis: held-out success of each method at the **matched budget** (the largest "
+        "budget every run of the env reached on that axis = the smallest final counter), each run's "
+        "eval curve interpolated linearly there (the curve starts at the start model's success at 0 "
+        "compute); then the difference of the second method minus the first with its "
+        f"{int(CONFIDENCE * 100)}% Welch interval across seeds (unequal variances, Welch-Satterthwaite "
+        "df). Verdict: a method is *ahead* when the interval excludes 0, else *inconclusive*."
+    )
+    md.append("")
+    for env, methods in groups.items():
+        md.append(f"### {env}")
+        md.append("")
+        md += _conclusion_md(env, comparisons[env])
+        md.append("Final held-out success beside the references on the same task set (same env, "
+                  "difficulty, split, task indices and attempts per task as the runs' evaluation; "
+                  "scripted agents, see experiments/report/references.py):")
+        md.append("")
+        md += _reference_md(methods, refs[env])
+    if warnings:
+        md.append("**Caution: the runs are not compute-matched** (see the list below); the verdicts compare unlike runs.")
+        md.append("")
     md.append(
         f"All `a ± b` values are the mean over seeds ± the half-width of the two-sided "
         f"{int(CONFIDENCE * 100)}% Student-t interval (t_(0.975, n-1) · s / √n, s = sample std over "
@@ -114,8 +196,10 @@ def render_report(sweep_dir: str | Path, title: str | None = None) -> Report:
         md.append(
             "Mixed-group rate: fraction of groups with both a success and a failure (the only groups "
             "that give GRPO a task-reward gradient); dashed: P_mix = 1 - p^G - (1-p)^G at the measured "
-            "success rate p of the same update. All-0/all-1: groups with no outcome contrast. Critic "
-            "explained variance is measured on complete returns the critic was not fitted on. Weight "
+            "success rate p of the same update. All-0/all-1: groups with no outcome contrast (group columns "
+            "are n/a for G = 1: every group of one is all-0 or all-1 by definition). Critic "
+            "explained variance is measured on complete returns the critic was not fitted on; per seed "
+            "it is the mean over the second half of training (updates > U/2). Weight "
             "shift: how far token-mean aggregation moves per-task loss weights away from task-mean "
             "on the same batch."
         )
@@ -139,6 +223,19 @@ def render_report(sweep_dir: str | Path, title: str | None = None) -> Report:
         md.append("")
         md.append(f"![stop reasons]({images[f'{env}/stop_reasons'].name})")
         md.append("")
+        md.append("### What the agent did")
+        md.append("")
+        md.append(f"One success and one failure per method from the final evaluation (environment text "
+                  f"plain, sampled text in «»; header: stop reason and verifier result).")
+        md.append("")
+        for method, recs in transcripts[env].items():
+            md.append(f"#### {method}")
+            md.append("")
+            if not recs:
+                md.append("(no transcripts.json in this method's runs)")
+                md.append("")
+            for rec in recs:
+                md += _transcript_block(rec)
     markdown = "\n".join(md)
     path = sweep_dir / "report.md"
     path.write_text(markdown)
@@ -151,4 +248,26 @@ def render_report(sweep_dir: str | Path, title: str | None = None) -> Report:
         runs=list(runs),
         stop_reasons=stops,
         warnings=warnings,
+        conclusion=[c for cs in comparisons.values() for c in cs],
+        references=refs,
+        transcripts=transcripts,
     )
+
+
+def report_tables(report: Report) -> dict[str, tuple[list[str], list[list[Any]]]]:
+    """The Conclusion, the reference rows and the transcripts as ``{name: (columns, rows)}`` for a
+    logger's ``log_table`` (``experiments/compare.py``'s report run): ``report/conclusion``
+    (:data:`CONCLUSION_COLUMNS`), ``report/references`` (``env`` + :data:`REFERENCE_COLUMNS`),
+    ``report/transcripts`` (``env`` + ``experiments.transcripts.TABLE_COLUMNS``)."""
+    from experiments.transcripts import TABLE_COLUMNS as TRANSCRIPT_COLUMNS
+    from experiments.transcripts import transcript_rows
+
+    refs = [[env, *row.cells()] for env, rows in report.references.items() for row in rows]
+    trans = [[env, *row] for env, ms in report.transcripts.items() for m, recs in ms.items()
+             for row in transcript_rows(recs, m)]
+    return {
+        "report/conclusion": (list(CONCLUSION_COLUMNS), [c.row() for c in report.conclusion]),
+        "report/references": (["env", *REFERENCE_COLUMNS], refs),
+        "report/transcripts": (["env", *TRANSCRIPT_COLUMNS], trans),
+    }
+

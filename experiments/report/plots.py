@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.report.keys import CRITIC_EV_KEY, CURVE_AXES, EV_NA, METHODS_WITH_CRITIC
-from experiments.report.load import Run
+from experiments.report.load import Run, config_get
 from experiments.report.stats import interpolate_to_grid, mean_ci_columns
 from experiments.report.tables import ordered_reasons, p_mix_series
 
@@ -86,12 +86,17 @@ def plot_diagnostics(env: str, methods: Mapping[str, Sequence[Run]], out_dir: Pa
     x_key = "compute/rollouts"
     for i, (method, runs) in enumerate(methods.items()):
         c = _color(method, i)
-        _plot_band(a_mix, runs, "rollout/mixed_group_rate", x_key, f"{method} measured", c)
-        # P_mix of each update's measured success rate, averaged over seeds like the measured curve.
-        pm_runs = [_SeriesRun(*p_mix_series(r)[::2]) for r in runs]
-        _plot_band(a_mix, pm_runs, "y", x_key, f"{method} P_mix(p)", c, ls="--")
-        _plot_band(a_groups, runs, "rollout/all_zero_rate", x_key, f"{method} all-0", c)
-        _plot_band(a_groups, runs, "rollout/all_one_rate", x_key, f"{method} all-1", c, ls=":")
+        # group diagnostics only for G > 1 (with G = 1 every group is all-0 or all-1 by definition)
+        grouped = [r for r in runs if int(config_get(r.config, "algo.group_size")) > 1]
+        if grouped:
+            _plot_band(a_mix, grouped, "rollout/mixed_group_rate", x_key, f"{method} measured", c)
+            # P_mix of each update's measured success rate, averaged over seeds like the measured curve.
+            pm_runs = [_SeriesRun(*p_mix_series(r)[::2]) for r in grouped]
+            _plot_band(a_mix, pm_runs, "y", x_key, f"{method} P_mix(p)", c, ls="--")
+            _plot_band(a_groups, grouped, "rollout/all_zero_rate", x_key, f"{method} all-0", c)
+            _plot_band(a_groups, grouped, "rollout/all_one_rate", x_key, f"{method} all-1", c, ls=":")
+        else:
+            a_groups.plot([], [], color=c, label=f"{method}: n/a (G = 1)")
         if method in METHODS_WITH_CRITIC:
             if not _plot_band(a_critic, runs, CRITIC_EV_KEY, x_key, method, c):
                 a_critic.plot([], [], color=c, label=f"{method}: {EV_NA}")

@@ -106,3 +106,44 @@ def fmt(mean: float, half: float, digits: int = 3) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # Loading
+
+
+def welch_interval(a: Iterable[Any], b: Iterable[Any], confidence: float = CONFIDENCE) -> tuple[float, float, float, float]:
+    """Welch interval for the difference of means ``mean(b) - mean(a)`` of two independent samples
+    (per-seed values of two methods; ``None``/NaN left out), unequal variances:
+
+        d  = mean(b) - mean(a),   v_a = s_a^2 / n_a,   v_b = s_b^2 / n_b   (s: sample std, ddof 1)
+        se = sqrt(v_a + v_b),     df = (v_a + v_b)^2 / (v_a^2 / (n_a - 1) + v_b^2 / (n_b - 1))   (Welch-Satterthwaite)
+        interval = d -+ t_{(1+confidence)/2, df} * se
+
+    Returns ``(d, low, high, df)``. Both samples identical within themselves (``se == 0``): the
+    interval is ``[d, d]`` and ``df`` is ``inf``. Fewer than 2 values on either side: ``low``,
+    ``high`` and ``df`` are NaN (no interval).
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"welch_interval needs 0 < confidence < 1, got {confidence}")
+    va_, vb_ = finite_values(a), finite_values(b)
+    if va_.size == 0 or vb_.size == 0:
+        return float("nan"), float("nan"), float("nan"), float("nan")
+    d = float(vb_.mean() - va_.mean())
+    if va_.size < 2 or vb_.size < 2:
+        return d, float("nan"), float("nan"), float("nan")
+    v_a = float(va_.var(ddof=1)) / va_.size
+    v_b = float(vb_.var(ddof=1)) / vb_.size
+    se2 = v_a + v_b
+    if se2 == 0.0:
+        return d, d, d, float("inf")
+    df = se2**2 / (v_a**2 / (va_.size - 1) + v_b**2 / (vb_.size - 1))
+    half = float(_scipy_stats.t.ppf((1 + confidence) / 2, df)) * math.sqrt(se2)
+    return d, d - half, d + half, float(df)
+
+
+def verdict(low: float, high: float, first: str, second: str) -> str:
+    """One word for ``second - first`` with interval ``[low, high]``: ``"<SECOND> ahead"`` when the
+    interval lies above 0, ``"<FIRST> ahead"`` when below 0, ``"inconclusive"`` when it contains 0
+    (or is undefined: fewer than 2 seeds on a side)."""
+    if math.isfinite(low) and low > 0:
+        return f"{second.upper()} ahead"
+    if math.isfinite(high) and high < 0:
+        return f"{first.upper()} ahead"
+    return "inconclusive"

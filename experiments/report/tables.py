@@ -103,16 +103,22 @@ def _per_run_mean(run: Run, key: str) -> float:
     return float(np.mean(y)) if y.size else float("nan")
 
 
-def _per_run_last(run: Run, key: str) -> float:
-    _, y = run.series(key)
-    return float(y[-1]) if y.size else float("nan")
-
-
 def _pmix_gap(run: Run) -> float:
     """Mean over updates of |measured mixed-group rate - P_mix(measured success rate, G)|."""
     _, measured, predicted = p_mix_series(run)
     return float(np.mean(np.abs(measured - predicted))) if measured.size else float("nan")
 
+
+def second_half_mean(run: Run, key: str) -> float:
+    """Mean of ``key`` over the updates of the second half of training (``update > U / 2``, U the
+    run's last update), defined values only; NaN when none is defined there."""
+    last = max(int(r["update"]) for r in run.metrics)
+    ys = [float(r[key]) for r in run.metrics
+          if int(r["update"]) > last / 2 and r.get(key) is not None and math.isfinite(float(r[key]))]
+    return float(np.mean(ys)) if ys else float("nan")
+
+
+G1_NA = "n/a (G = 1)"
 
 DIAG_COLUMNS = (
     "env",
@@ -122,33 +128,45 @@ DIAG_COLUMNS = (
     "measured minus P_mix, abs (mean over updates)",
     "all-0 groups",
     "all-1 groups",
-    "critic EV held-out (last)",
+    "critic EV held-out (2nd-half mean)",
+    "critic EV held-out per seed (2nd-half mean)",
     "agg weight shift (mean)",
 )
 
 
+def _per_seed(values: Sequence[float]) -> str:
+    return ", ".join("n/a" if not math.isfinite(v) else f"{v:.3f}" for v in values)
+
+
 def diagnostics_table(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list[list[Any]]:
+    """One row per env x method. Group columns only for runs with G > 1 (with G = 1 every group is
+    all-0 or all-1 by definition and none is mixed: ``n/a (G = 1)``); the critic's held-out
+    explained variance per seed is its mean over the second half of training
+    (:func:`second_half_mean`), then mean ± CI over seeds."""
     rows = []
     for env, methods in groups.items():
         for method, runs in methods.items():
             gs = sorted({int(config_get(r.config, "algo.group_size")) for r in runs})
+            grouped = [r for r in runs if int(config_get(r.config, "algo.group_size")) > 1]
             if method in METHODS_WITH_CRITIC:
-                ev = fmt_seeds([_per_run_last(r, CRITIC_EV_KEY) for r in runs])
+                per_seed = [second_half_mean(r, CRITIC_EV_KEY) for r in runs]
+                ev = fmt_seeds(per_seed)
+                ev_seeds = _per_seed(per_seed)
                 if ev == "n/a":
-                    ev = EV_NA
+                    ev, ev_seeds = EV_NA, "n/a"
             else:
-                ev = f"n/a ({method.upper()} has no critic)"
-            rows.append(
-                [
-                    env,
-                    method,
-                    ", ".join(map(str, gs)),
-                    fmt_seeds([_per_run_mean(r, "rollout/mixed_group_rate") for r in runs]),
-                    fmt_seeds([_pmix_gap(r) for r in runs]),
-                    fmt_seeds([_per_run_mean(r, "rollout/all_zero_rate") for r in runs]),
-                    fmt_seeds([_per_run_mean(r, "rollout/all_one_rate") for r in runs]),
-                    ev,
-                    fmt_seeds([_per_run_mean(r, "train/agg_weight_shift") for r in runs]),
+                ev, ev_seeds = f"n/a ({method.upper()} has no critic)", "n/a"
+            if grouped:
+                group_cells = [
+                    fmt_seeds([_per_run_mean(r, "rollout/mixed_group_rate") for r in grouped]),
+                    fmt_seeds([_pmix_gap(r) for r in grouped]),
+                    fmt_seeds([_per_run_mean(r, "rollout/all_zero_rate") for r in grouped]),
+                    fmt_seeds([_per_run_mean(r, "rollout/all_one_rate") for r in grouped]),
                 ]
+            else:
+                group_cells = [G1_NA] * 4
+            rows.append(
+                [env, method, ", ".join(map(str, gs)), *group_cells, ev, ev_seeds,
+                 fmt_seeds([_per_run_mean(r, "train/agg_weight_shift") for r in runs])]
             )
     return rows

@@ -20,102 +20,9 @@ from hypothesis import strategies as st
 from algos.metrics import mixed_group_probability
 from experiments import report as R
 
+from report_fixtures import FINAL_SUCCESS, GROUP_SIZE, SEEDS, make_sweep, write_run  # noqa: E402
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-# Final held-out success per seed (summary.json "eval/success").
-FINAL_SUCCESS = {"grpo": [0.5, 0.6, 0.7], "ppo": [0.4, 0.4, 0.7]}
-SEEDS = [0, 1, 2]
-UPDATES = 4
-GROUP_SIZE = 4
-EPISODES_PER_UPDATE = 8  # 2 groups of 4
-
-
-def _metrics_lines(algo: str, seed: int) -> list[dict]:
-    """UPDATES contract lines: cumulative compute counters, rollout/train/critic/eval namespaces."""
-    final = FINAL_SUCCESS[algo][seed]
-    lines = []
-    for u in range(1, UPDATES + 1):
-        p = 0.25 * u / UPDATES + 0.1 * seed  # measured training success of this update
-        line = {
-            "update": u,
-            "algo": algo,
-            "compute/rollouts": EPISODES_PER_UPDATE * u,
-            "compute/generated_tokens": 100 * u,
-            "compute/observation_tokens": 300 * u,
-            "compute/tool_seconds": 2.5 * u,
-            "compute/train_flops": 1e9 * u,
-            "compute/wall_seconds": 0.5 * u,
-            "rollout/success_rate": p,
-            "rollout/mixed_group_rate": 0.5,
-            "rollout/all_zero_rate": 0.5 if u < 3 else 0.0,
-            "rollout/all_one_rate": 0.0 if u < 3 else 0.5,
-            # Per-update episode counts by stop reason (8 episodes per update).
-            "rollout/stop/submitted_resolved": 2,
-            "rollout/stop/submitted_failed": 5,
-            "rollout/stop/max_turns": 1,
-            "train/loss": 0.1,
-            "train/agg_weight_shift": 0.1 * u,
-        }
-        if u % 2 == 0:  # eval every 2 updates; the last one is the final eval
-            line["eval/success"] = final if u == UPDATES else final / 2
-        if algo == "ppo":
-            line["critic/explained_variance_heldout"] = 0.2 * u
-            line["critic/heldout_points"] = 10
-            line["critic/value_loss"] = 0.3
-        lines.append(line)
-    return lines
-
-
-def _summary(algo: str, seed: int) -> dict:
-    return {
-        "eval/success": FINAL_SUCCESS[algo][seed],
-        "eval/recovery_rate": 0.25 * (seed + 1),  # 0.25, 0.5, 0.75
-        "eval/hack_rate": 0.0,
-        "eval/mean_turns": 5.0 + seed,  # 5, 6, 7
-        "compute/rollouts": EPISODES_PER_UPDATE * UPDATES,
-        "compute/generated_tokens": 100 * UPDATES,
-        "compute/observation_tokens": 300 * UPDATES,
-        "compute/tool_seconds": 2.5 * UPDATES,
-        "compute/train_flops": 1e9 * UPDATES,
-        "compute/wall_seconds": 0.5 * UPDATES,
-        "start_model/path": "checkpoints/start.pt",
-        "start_model/success": 0.2,
-    }
-
-
-def write_run(run_dir: Path, algo: str, env: str, seed: int, drop_metric: str | None = None,
-              drop_summary: str | None = None) -> Path:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    config = {
-        "seed": seed,
-        "env": {"name": env},
-        "algo": {"name": algo, "group_size": GROUP_SIZE},
-        "budget": {"kind": "rollouts", "amount": EPISODES_PER_UPDATE * UPDATES},
-        "eval": {"tasks": 16, "samples_per_task": 2},
-    }
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
-    with open(run_dir / "metrics.jsonl", "w") as f:
-        for line in _metrics_lines(algo, seed):
-            line.pop(drop_metric, None)
-            f.write(json.dumps(line) + "\n")
-    summary = _summary(algo, seed)
-    summary.pop(drop_summary, None)
-    (run_dir / "summary.json").write_text(json.dumps(summary))
-    return run_dir
-
-
-def make_sweep(root: Path, envs=("bugfix",)) -> Path:
-    # Hydra multirun layout: <sweep>/<job number>/ ; nest one level deeper for one env to check
-    # the recursive search.
-    n = 0
-    for env in envs:
-        for algo in ("grpo", "ppo"):
-            for seed in SEEDS:
-                write_run(root / env / str(n), algo, env, seed)
-                n += 1
-    (root / "not_a_run").mkdir()
-    (root / "not_a_run" / "metrics.jsonl").write_text("")  # no config/summary -> ignored
-    return root
 
 
 def test_t_critical_matches_tables():
@@ -182,7 +89,7 @@ def test_interpolate_to_grid_uses_common_range():
 
 def test_report_table_plots_and_stop_reasons(tmp_path):
     sweep = make_sweep(tmp_path / "sweep", envs=("bugfix", "long_horizon"))
-    rep = R.render_report(sweep)
+    rep = R.render_report(sweep, references=False)
 
     assert len(rep.runs) == 12
     assert rep.path == sweep / "report.md" and rep.path.read_text() == rep.markdown
@@ -214,12 +121,14 @@ def test_report_table_plots_and_stop_reasons(tmp_path):
     assert "| method | submitted_resolved | submitted_failed | max_turns | total |" in rep.markdown
     assert "| grpo | 24 (25.0%) | 60 (62.5%) | 12 (12.5%) | 96 |" in rep.markdown
 
-    # Critic: n/a for GRPO, PPO's last EV is 0.8 in every seed.
+    # Critic: n/a for GRPO; PPO's EV is 0.2 u, second half of 4 updates = updates 3, 4:
+    # (0.6 + 0.8) / 2 = 0.7 in every seed.
     assert "n/a (GRPO has no critic)" in rep.markdown
     diag = {(r[0], r[1]): r for r in R.diagnostics_table(R.group_runs(rep.runs))}
-    assert diag[("bugfix", "ppo")][7] == "0.800 ± 0.000"
+    assert diag[("bugfix", "ppo")][7] == "0.700 ± 0.000"
+    assert diag[("bugfix", "ppo")][8] == "0.700, 0.700, 0.700"
     # Weight shift mean over updates: (0.1+0.2+0.3+0.4)/4 = 0.25.
-    assert diag[("bugfix", "grpo")][8] == "0.250 ± 0.000"
+    assert diag[("bugfix", "grpo")][9] == "0.250 ± 0.000"
     # All-0 mean over updates: (.5+.5+0+0)/4 = 0.25.
     assert diag[("bugfix", "grpo")][5] == "0.250 ± 0.000"
 
@@ -249,6 +158,7 @@ def test_pmix_overlay_uses_project_formula_and_group_size(tmp_path):
     [
         (None, "eval/recovery_rate", "grpo", "eval/recovery_rate"),
         ("compute/tool_seconds", None, "grpo", "compute/tool_seconds"),
+        ("compute/wall_seconds", None, "grpo", "compute/wall_seconds"),
         ("rollout/mixed_group_rate", None, "grpo", "rollout/mixed_group_rate"),
         ("critic/explained_variance_heldout", None, "ppo", "critic/explained_variance_heldout"),
         ("critic/heldout_points", None, "ppo", "critic/heldout_points"),
@@ -257,7 +167,7 @@ def test_pmix_overlay_uses_project_formula_and_group_size(tmp_path):
 def test_missing_required_key_names_key_and_run(tmp_path, drop_metric, drop_summary, algo, key):
     run_dir = write_run(tmp_path / "bad", algo, "bugfix", 0, drop_metric=drop_metric, drop_summary=drop_summary)
     with pytest.raises(R.ReportError) as err:
-        R.render_report(tmp_path)
+        R.render_report(tmp_path, references=False)
     assert key in str(err.value) and str(run_dir) in str(err.value)
 
 
@@ -267,7 +177,7 @@ def test_missing_config_key_names_key_and_run(tmp_path):
     del cfg["algo"]["group_size"]
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
     with pytest.raises(R.ReportError, match=f"config.yaml of run {run_dir} has no algo.group_size"):
-        R.render_report(tmp_path)
+        R.render_report(tmp_path, references=False)
 
 
 def test_grpo_without_critic_keys_is_fine_and_unfair_sweeps_are_flagged(tmp_path):
@@ -277,7 +187,7 @@ def test_grpo_without_critic_keys_is_fine_and_unfair_sweeps_are_flagged(tmp_path
     cfg["eval"]["samples_per_task"] = 4
     cfg["budget"]["amount"] = 64
     (tmp_path / "1" / "config.yaml").write_text(yaml.safe_dump(cfg))
-    rep = R.render_report(tmp_path)
+    rep = R.render_report(tmp_path, references=False)
     assert any("test budgets differ" in w for w in rep.warnings)
     assert any("different seeds" in w for w in rep.warnings)
     assert "bugfix: training budgets differ across runs (rollouts=32, rollouts=64)" in rep.warnings
@@ -287,10 +197,11 @@ def test_grpo_without_critic_keys_is_fine_and_unfair_sweeps_are_flagged(tmp_path
 
 def test_cli_prints_markdown_and_fails_cleanly(tmp_path):
     sweep = make_sweep(tmp_path / "s")
-    out = subprocess.run([sys.executable, "-m", "experiments.report", str(sweep)],
+    out = subprocess.run([sys.executable, "-m", "experiments.report", str(sweep), "--no-references"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("# GRPO vs PPO") and (sweep / "report.md").is_file()
+    assert "## Conclusion" in out.stdout and not (sweep / "references.json").exists()
     empty = tmp_path / "empty"
     empty.mkdir()
     out = subprocess.run([sys.executable, "-m", "experiments.report", str(empty)],
@@ -305,10 +216,10 @@ def test_ppo_without_terminated_episodes_has_no_heldout_ev(tmp_path):
         line["critic/heldout_points"] = 0
         del line["critic/explained_variance_heldout"]
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    rep = R.render_report(tmp_path)
+    rep = R.render_report(tmp_path, references=False)
     assert R.EV_NA in rep.markdown
     # ... but an update with >= 2 held-out points and no EV breaks the contract.
     lines[1]["critic/heldout_points"] = 5
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     with pytest.raises(R.ReportError, match="line 2 .* no 'critic/explained_variance_heldout'"):
-        R.render_report(tmp_path)
+        R.render_report(tmp_path, references=False)

@@ -1,0 +1,173 @@
+"""Reference rows beside the methods: the start model, the program-blind floor and the oracle
+ceiling, on the same task set as the runs' held-out evaluation.
+
+Task set of an env's runs (from the first run's resolved config): env id ``experiments.config.
+ENV_IDS[env.name]``, env knobs ``{**env.kwargs, **eval.env_kwargs}`` (BugFix ``difficulty`` among
+them, default ``easy``), split ``eval.split`` (default ``heldout``), task indices
+``0 .. eval.tasks - 1``, each attempted ``eval.samples_per_task`` times. The scripted agents play
+exactly that with :func:`experiments.calibrate.measure`: attempt ``j`` of task ``i`` uses env seed
+``REFERENCE_SEED + j * tasks + i`` (so a sweep's references are reproducible). Ceiling: the
+informed ``oracle``. Floor: the best of the program-blind agents (BugFix: ``envs.agents.
+BLIND_AGENTS`` and ``random``; LongHorizon: ``random``), named in the row. Intervals: 95 % Wilson
+over the scored (unmasked) attempts. The start model's row is ``start_model/success`` p of the runs'
+summaries with the Wilson interval of ``round(p * n)`` successes in ``n = tasks * samples``
+attempts (train.py evaluates it at the same test budget; masked attempts, if any, make n a bound).
+
+Results are cached in ``<sweep>/references.json`` under the task-set spec (a JSON key), so
+re-rendering a report does not replay the agents.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from algos.metrics import binomial_confidence_interval
+from experiments.report.load import Run, config_get
+
+REFERENCE_SEED = 0
+CACHE_FILE = "references.json"
+CACHE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ReferenceRow:
+    """One reference on the runs' task set: ``successes`` of ``scored`` attempts."""
+
+    role: str  # "start model", "program-blind floor", "oracle ceiling"
+    agent: str
+    successes: int
+    scored: int
+    rate: float | None = None  # the measured rate when it is not successes / scored (start model)
+
+    @property
+    def success(self) -> float:
+        if self.rate is not None:
+            return self.rate
+        return self.successes / self.scored if self.scored else float("nan")
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        if not self.scored:
+            return float("nan"), float("nan")
+        return binomial_confidence_interval(self.successes, self.scored, 0.95)
+
+    def cells(self) -> list[str]:
+        lo, hi = self.interval
+        if not self.scored:
+            return [self.role, self.agent, "n/a", "n/a", "0"]
+        return [self.role, self.agent, f"{self.success:.3f}", f"[{lo:.3f}, {hi:.3f}] (Wilson)", str(self.scored)]
+
+
+def _get(config: dict, dotted: str, default: Any) -> Any:
+    try:
+        return config_get(config, dotted)
+    except KeyError:
+        return default
+
+
+def task_set_spec(run: Run) -> dict[str, Any] | None:
+    """The held-out task set of ``run`` (see the module docstring); ``None`` for an unknown env name."""
+    from experiments.config import ENV_IDS
+
+    if run.env not in ENV_IDS:
+        return None
+    kwargs = {**(_get(run.config, "env.kwargs", {}) or {}), **(_get(run.config, "eval.env_kwargs", {}) or {})}
+    spec: dict[str, Any] = {
+        "version": CACHE_VERSION,
+        "env_id": ENV_IDS[run.env],
+        "split": str(_get(run.config, "eval.split", "heldout")),
+        "tasks": int(config_get(run.config, "eval.tasks")),
+        "samples_per_task": int(config_get(run.config, "eval.samples_per_task")),
+        "seed": REFERENCE_SEED,
+    }
+    if run.env == "bugfix":
+        from envs.bugfix.config import BASE_DIFFICULTY
+
+        spec["difficulty"] = str(kwargs.pop("difficulty", BASE_DIFFICULTY))
+    else:
+        spec["difficulty"] = "default"
+    spec["env_kwargs"] = kwargs
+    return spec
+
+
+def agents_of(env_id: str) -> tuple[str, tuple[str, ...]]:
+    """(ceiling agent, floor agents) of the env's scripted agents."""
+    import envs
+    from experiments.calibrate import FLOOR_AGENTS
+
+    if env_id == envs.BUGFIX_ID:
+        return "oracle", tuple(FLOOR_AGENTS)
+    return "oracle", ("random",)
+
+
+def play(spec: dict[str, Any], agent: str) -> tuple[int, int]:
+    """(successes, scored attempts) of a scripted ``agent`` on the task set ``spec``."""
+    from experiments.calibrate import measure
+
+    successes = scored = 0
+    for j in range(spec["samples_per_task"]):
+        row = measure(spec["env_id"], spec["difficulty"], agent, "reference", spec["tasks"],
+                      spec["seed"] + j * spec["tasks"], split=spec["split"], faults=True,
+                      env_kwargs=spec["env_kwargs"])
+        successes += row.successes
+        scored += row.scored
+    return successes, scored
+
+
+def scripted_references(spec: dict[str, Any], cache_path: Path | None = None) -> list[ReferenceRow]:
+    """Floor and ceiling rows of ``spec`` (played, or read from ``cache_path`` when cached there)."""
+    key = json.dumps(spec, sort_keys=True)
+    cache: dict[str, Any] = {}
+    if cache_path is not None and cache_path.is_file():
+        try:
+            cache = json.loads(cache_path.read_text())
+        except json.JSONDecodeError:
+            cache = {}
+    if key not in cache:
+        ceiling, floors = agents_of(spec["env_id"])
+        cache[key] = {a: list(play(spec, a)) for a in (ceiling, *floors)}
+        if cache_path is not None:
+            cache_path.write_text(json.dumps(cache, indent=1, sort_keys=True))
+    counts = {a: (int(k), int(n)) for a, (k, n) in cache[key].items()}
+    ceiling, floors = agents_of(spec["env_id"])
+    best_floor = max(floors, key=lambda a: (counts[a][0] / max(counts[a][1], 1), -floors.index(a)))
+    return [
+        ReferenceRow("program-blind floor", f"{best_floor} (best of {', '.join(floors)})", *counts[best_floor]),
+        ReferenceRow("oracle ceiling", ceiling, *counts[ceiling]),
+    ]
+
+
+def start_model_rows(runs: Sequence[Run]) -> list[ReferenceRow]:
+    """One row per distinct (start model path, success) of ``runs`` (one row when the comparison is fair)."""
+    rows = []
+    seen = set()
+    for r in runs:
+        p = r.summary.get("start_model/success")
+        item = (str(r.summary.get("start_model/path")), p)
+        if item in seen:
+            continue
+        seen.add(item)
+        n = int(config_get(r.config, "eval.tasks")) * int(config_get(r.config, "eval.samples_per_task"))
+        if p is None or not math.isfinite(float(p)):
+            rows.append(ReferenceRow("start model", Path(item[0]).name or "(none)", 0, 0))
+        else:
+            rows.append(ReferenceRow("start model", Path(item[0]).name or "(none)", round(float(p) * n), n, float(p)))
+    return rows
+
+
+def reference_rows(runs: Sequence[Run], sweep_dir: Path | None) -> tuple[list[ReferenceRow], dict[str, Any] | None]:
+    """Start model + floor + ceiling rows for one env's runs, and the task-set spec used (``None``
+    and only the start-model rows for an env without scripted agents)."""
+    spec = task_set_spec(runs[0])
+    rows = start_model_rows(runs)
+    if spec is not None:
+        rows += scripted_references(spec, None if sweep_dir is None else sweep_dir / CACHE_FILE)
+    return rows, spec
+
+
+REFERENCE_COLUMNS = ("row", "agent / model", "held-out success", "95% interval", "attempts")
