@@ -356,18 +356,20 @@ def hack_metrics(trajectories: list[Trajectory], prefix: str) -> dict:
 
 
 def evaluate(engine: "RolloutEngine", model: PolicyModel, n_tasks: int, samples_per_task: int,
-             temperature: float, seed: int, split: str = "heldout", prefix: str = "eval/") -> dict:
+             temperature: float, seed: int, split: str = "heldout", prefix: str = "eval/",
+             return_trajectories: bool = False):
     """Success at a fixed test-time sampling budget (``samples_per_task`` attempts on each of
     ``n_tasks`` tasks of ``split``), scored by the env's independent verifier (masked episodes are
     excluded and counted). Also: recovery rate (success among episodes that hit a tool failure),
-    outcome-based hack rate and detector counts (``hack_metrics``), mean turns."""
+    outcome-based hack rate and detector counts (``hack_metrics``), mean turns. With
+    ``return_trajectories`` returns ``(metrics, trajectories)``."""
     reqs = make_requests(n_tasks, samples_per_task, seed=seed, split=split, task_indices=list(range(n_tasks)))
     gen = torch.Generator().manual_seed(seed)
     trajs = engine.collect(model, reqs, policy_version=-1, generator=gen, temperature=temperature)
     live = [t for t in trajs if not t.masked]
     n = max(len(live), 1)
     failed = [t for t in live if t.tool_failures > 0]
-    return {
+    metrics = {
         f"{prefix}success": sum(int(t.verified or 0) for t in live) / n,
         f"{prefix}test_budget": samples_per_task,
         f"{prefix}tasks": n_tasks,
@@ -379,6 +381,7 @@ def evaluate(engine: "RolloutEngine", model: PolicyModel, n_tasks: int, samples_
         f"{prefix}mean_turns": sum(t.turns for t in live) / n,
         f"{prefix}train_reward": sum(t.train_reward for t in live) / n,
     }
+    return (metrics, trajs) if return_trajectories else metrics
 
 
 def make_requests(

@@ -180,7 +180,7 @@ def run_sweep(cmd: Sequence[str], sweep_dir: Path, env: dict[str, str] | None = 
 def log_report(report, kind: str, sweep_dir: Path, group: str, config: dict) -> None:
     """The summary run: tables as wandb.Table, plots as wandb.Image, in the sweep's group."""
     from experiments.loggers import make_logger
-    from experiments.report import DIAG_COLUMNS, diagnostics_table, group_runs
+    from experiments.report import DIAG_COLUMNS, diagnostics_table, group_runs, report_tables
 
     logger = make_logger(kind, run_dir=sweep_dir, name=f"{group}-report", group=group, job_type="report",
                          config=config)
@@ -191,6 +191,8 @@ def log_report(report, kind: str, sweep_dir: Path, group: str, config: dict) -> 
         stop_rows = [[env, m, reason, n] for env, ms in report.stop_reasons.items()
                      for m, t in ms.items() for reason, n in t.items()]
         logger.log_table("report/stop_reasons", stop_cols, stop_rows)
+        for name, (columns, rows) in report_tables(report).items():  # conclusion, references, transcripts
+            logger.log_table(name, columns, rows)
         logger.log_images({f"report/{name}": path for name, path in report.images.items()})
     finally:
         logger.finish()

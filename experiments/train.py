@@ -35,6 +35,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import asdict
+from pathlib import Path
 
 import torch
 
@@ -80,14 +81,20 @@ def rollout_metrics(trajs, collect_seconds: float) -> dict:
     return m
 
 
-def evaluate_policy(c: TrainConfig, engine, policy) -> dict:
+def evaluate_policy(c: TrainConfig, engine, policy, transcripts_dir: Path | None = None) -> dict:
     """``eval/*`` on ``eval.split`` (and ``eval_train/*`` on train tasks when ``eval.train_split``)
-    at the fixed test budget ``eval.tasks x eval.samples_per_task``, seeds from ``eval_seed``."""
+    at the fixed test budget ``eval.tasks x eval.samples_per_task``, seeds from ``eval_seed``.
+    With ``transcripts_dir`` the held-out trajectories' sample transcripts are saved there
+    (``experiments.transcripts.save_transcripts``)."""
     from algos.rollout import evaluate
     from experiments.build import eval_seed
+    from experiments.transcripts import save_transcripts
 
     e = c.eval
-    out = evaluate(engine, policy, e.tasks, e.samples_per_task, e.temperature, seed=eval_seed(c), split=e.split)
+    out, trajs = evaluate(engine, policy, e.tasks, e.samples_per_task, e.temperature, seed=eval_seed(c),
+                          split=e.split, return_trajectories=True)
+    if transcripts_dir is not None:  # the final evaluation: one success and one failure to look at
+        save_transcripts(transcripts_dir, trajs)
     if e.train_split:
         out.update(evaluate(engine, policy, e.tasks, e.samples_per_task, e.temperature, seed=eval_seed(c),
                             split="train", prefix="eval_train/"))
@@ -112,6 +119,8 @@ def run(c: TrainConfig, resolved: dict | None = None) -> dict:
     from experiments.behavior import BehaviorPolicy
     from experiments.build import build_policy, eval_engine, sampling_generator, start_model, train_engine, update_requests
     from experiments.loggers import make_logger
+    from experiments.transcripts import FILE_NAME as TRANSCRIPTS_FILE
+    from experiments.transcripts import TABLE_COLUMNS, load_transcripts, transcript_rows
 
     # ================================================================ build
     torch.set_num_threads(max(1, c.threads))
@@ -160,7 +169,7 @@ def run(c: TrainConfig, resolved: dict | None = None) -> dict:
                        **rollout_metrics(trajs, collect_seconds), **train_metrics, "train/lr": lr, **meter.metrics()}
             done = budget.exhausted(meter) or update >= c.budget.max_updates
             if done or (c.eval.every and update % c.eval.every == 0):
-                last_eval = evaluate_policy(c, evaluator, policy)
+                last_eval = evaluate_policy(c, evaluator, policy, rd.path if done else None)
                 metrics.update(last_eval)
             metrics["compute/budget_fraction"] = budget.fraction(meter)
             rd.append_metrics(metrics)
@@ -181,7 +190,7 @@ def run(c: TrainConfig, resolved: dict | None = None) -> dict:
         raise SystemExit(130)
     # ================================================================ summary
     pbar.close()
-    last_eval = last_eval or evaluate_policy(c, evaluator, policy)
+    last_eval = last_eval or evaluate_policy(c, evaluator, policy, rd.path)
     engine.close()
     evaluator.close()
     summary = {**last_eval, **meter.metrics(), **start_info, "run_dir": str(rd.path), "algo": c.algo.name,
@@ -190,6 +199,8 @@ def run(c: TrainConfig, resolved: dict | None = None) -> dict:
                "wall_seconds_this_process": time.perf_counter() - t_run, "wall_seconds_updates": meter.wall_seconds - wall_start}
     rd.write_summary(summary)
     logger.log({k: v for k, v in jsonable(summary).items() if k.startswith(("eval/", "start_model/success"))})
+    if (rd.path / TRANSCRIPTS_FILE).exists():
+        logger.log_table("eval/transcripts", list(TABLE_COLUMNS), transcript_rows(load_transcripts(rd.path), c.algo.name))
     logger.finish()
     print(json.dumps({k: summary[k] for k in ("eval/success", "start_model/success", "compute/rollouts", "updates", "run_dir")}),
           file=sys.stderr)

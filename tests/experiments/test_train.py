@@ -70,6 +70,13 @@ def test_train_writes_run_directory(tmp_path, ws_cache, algo):
     assert Path(summary["start_model/path"]).exists()
     config = (run_dir / "config.yaml").read_text()
     assert f"name: {algo}" in config
+    # the final evaluation leaves transcripts to look at: each a real held-out episode, its outcome
+    # label matching the verifier, sampled text marked apart from environment text
+    records = json.loads((run_dir / "transcripts.json").read_text())["transcripts"]
+    assert 1 <= len(records) <= 2 and len({r["outcome"] for r in records}) == len(records)
+    for r in records:
+        assert (r["outcome"] == "success") == (r["verified"] == 1)
+        assert "«" in r["text"] and r["stop_reason"] in r["text"]
 
 
 def test_bad_config_fails_fast_with_one_line(tmp_path, ws_cache):
