@@ -47,7 +47,7 @@ import torch
 from torch import Tensor
 
 from algos.advantages import pick
-from algos.batch import Batch, Trajectory, collate
+from algos.batch import Batch, Trajectory, collate, length_buckets, row_lengths
 from algos.compute import ComputeMeter, attention_flops
 from algos.losses import (
     OFF_POLICY_CORRECTIONS,
@@ -67,6 +67,10 @@ LR_SCHEDULES = {
     "constant": lambda f: 1.0,
     "linear": lambda f: max(0.0, 1.0 - f),
 }
+
+# logged numbers that describe how the work was laid out (so they do depend on micro_batch_rows):
+# real tokens / computed positions of the update's forwards
+SPLIT_COST_KEYS = frozenset({"train/padding_efficiency"})
 
 
 @dataclass
@@ -181,6 +185,8 @@ class Trainer:
         self.n_policy = count_params(policy)
         self.n_critic = count_params(critic) if critic is not None else 0
         self.updates_done = 0
+        # real / computed token positions of this update's forwards (train/padding_efficiency)
+        self._positions = {"real": 0, "computed": 0}
 
     def set_budget_fraction(self, fraction: float) -> float:
         """Set the learning rate for the next update: ``algo.lr * LR_SCHEDULES[algo.lr_schedule](f)``
@@ -207,7 +213,8 @@ class Trainer:
     def critic_loss(self, rows: Tensor, values: Tensor | None, adv: Advantages,
                     weights: dict[str, Tensor]) -> tuple[Tensor, float] | None:
         """``(term added to the slice's loss, the slice's value-loss share for the log)`` from the
-        critic outputs ``values [r, T]`` of the slice's forward, or None (no critic loss)."""
+        critic outputs ``values [r, w]`` of the slice's forward (its rows ``rows`` trimmed to their
+        first ``w = values.shape[1]`` columns, which hold all their real tokens), or None."""
         return None
 
     def policy_frozen(self) -> bool:
@@ -248,23 +255,38 @@ class Trainer:
         if not kept:
             return None
         batch = collate(kept)
-        rows = torch.arange(batch.num_rows)
+        self._positions = {"real": 0, "computed": 0}
         fuse = self.fuse_old_forward and self._n_minibatches(batch.num_rows) == 1
         old_values = None
+        lengths = row_lengths(batch)
+        # no-grad passes run on length buckets (rows of near-equal length, each trimmed to its own
+        # longest row); the results are scattered back into [R, T] (0 on padding)
+        buckets = length_buckets(lengths, max(1, self.algo.micro_batch_rows))
         with torch.no_grad():
             self.policy.eval()
             if fuse:
                 old_logp = torch.zeros_like(batch.behavior_logp)
             else:
-                out = self.forward(batch.tokens)
-                old_logp = shift_logprobs(out["logits"], batch.tokens, self.temperature)
-                old_values = out["values"]
-                self._count(batch, rows, train=False)
+                old_logp = torch.zeros_like(batch.behavior_logp)
+                has_values = self.critic is not None or self.policy.value_head is not None
+                old_values = torch.zeros_like(batch.behavior_logp) if has_values else None
+                for idx in buckets:
+                    width = int(lengths[idx].max())
+                    tokens = batch.tokens[idx, :width]
+                    out = self.forward(tokens)
+                    old_logp[idx, :width] = shift_logprobs(out["logits"], tokens, self.temperature)
+                    if old_values is not None:
+                        old_values[idx, :width] = out["values"]
+                    self._count(batch, idx, train=False, width=width)
             ref_logp = None
             if self.reference is not None:
-                ref_logits, _ = self.reference(batch.tokens)
-                ref_logp = shift_logprobs(ref_logits, batch.tokens, self.temperature)
-                self._count(batch, rows, train=False, model=self.reference, with_critic=False)
+                ref_logp = torch.zeros_like(batch.behavior_logp)
+                for idx in buckets:
+                    width = int(lengths[idx].max())
+                    tokens = batch.tokens[idx, :width]
+                    ref_logits, _ = self.reference(tokens)
+                    ref_logp[idx, :width] = shift_logprobs(ref_logits, tokens, self.temperature)
+                    self._count(batch, idx, train=False, model=self.reference, with_critic=False, width=width)
         inputs = UpdateInputs(old_logp=old_logp, ref_logp=ref_logp, loss_mask=batch.action_mask.clone(),
                               old_values=old_values, old_logp_from_first_epoch=fuse, metrics=metrics)
         return batch, inputs
@@ -281,6 +303,7 @@ class Trainer:
         frozen = self.policy_frozen()
         stats = UpdateStats()
         fitted = torch.zeros(batch.tokens.shape) if adv.value_mask is not None else None
+        lengths = row_lengths(batch)
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         gen = torch.Generator().manual_seed(1_000_003 * (self.updates_done + 1))
         self.policy.train()
@@ -292,13 +315,16 @@ class Trainer:
                 mb = mb.sort().values
                 weights = self.loss_weights(mb, batch, inputs, adv)
                 self.optimizer.zero_grad(set_to_none=True)
-                for start in range(0, len(mb), micro):
-                    rows = mb[start: start + micro]
-                    w = {k: v[start: start + micro] for k, v in weights.items()}
-                    loss = self._slice_loss(rows, w, batch, inputs, adv, stats, frozen, fill_old, keep_fit)
+                # micro-batches: rows of near-equal length (at most ``micro`` rows each), each
+                # trimmed to its longest row; weights were computed on the whole optimizer batch
+                for idx in length_buckets(lengths[mb], micro):
+                    rows = mb[idx]
+                    width = int(lengths[rows].max())
+                    w = {k: v[idx, :width] for k, v in weights.items()}
+                    loss = self._slice_loss(rows, width, w, batch, inputs, adv, stats, frozen, fill_old, keep_fit)
                     if loss.requires_grad:
                         loss.backward()
-                    self._count(batch, rows, train=True)
+                    self._count(batch, rows, train=True, width=width)
                 gn = torch.nn.utils.clip_grad_norm_(params, algo.max_grad_norm)
                 stats.end_step(float(gn))
                 self.optimizer.step()
@@ -316,6 +342,10 @@ class Trainer:
         metrics["train/tokens"] = int(batch.valid.sum())
         metrics["train/action_tokens"] = int(act.sum())
         metrics["train/rows"] = r
+        metrics["train/max_row_len"] = int(lengths.max())
+        pos = self._positions
+        metrics["train/padding_efficiency"] = pos["real"] / pos["computed"] if pos["computed"] else 1.0
+        self._positions = {"real": 0, "computed": 0}
         return metrics
 
     # ----- shared machinery -----------------------------------------------------------------
@@ -345,11 +375,16 @@ class Trainer:
         return kept, metrics
 
     def _count(self, batch: Batch, rows: Tensor, train: bool, model: PolicyModel | None = None,
-               with_critic: bool = True) -> None:
+               with_critic: bool = True, width: int | None = None) -> None:
         """Add the analytic FLOPs (``algos.compute``) of a forward (``train=False``) or a
-        forward + backward of ``rows`` through ``model`` (default the policy) and the critic."""
+        forward + backward of ``rows`` through ``model`` (default the policy) and the critic
+        (real tokens only), and the real / computed positions (``rows x width``) of the forward
+        to the update's padding efficiency."""
         lengths = batch.valid[rows].sum(1)
         tokens = int(lengths.sum())
+        passes = 1 + int(with_critic and self.critic is not None)
+        self._positions["real"] += passes * tokens
+        self._positions["computed"] += passes * len(rows) * (batch.tokens.shape[1] if width is None else width)
         add = self.meter.add_train_step if train else self.meter.add_forward
         model = self.policy if model is None else model
         add(count_params(model) if model is not self.policy else self.n_policy, tokens,
@@ -357,20 +392,22 @@ class Trainer:
         if with_critic and self.critic is not None:
             add(self.n_critic, tokens, attention_flops(self.critic.shape.n_layers, self.critic.shape.d_model, lengths))
 
-    def _slice_loss(self, rows: Tensor, w: dict[str, Tensor], batch: Batch, inputs: UpdateInputs, adv: Advantages,
-                    stats: UpdateStats, frozen: bool, fill_old: bool, fitted: Tensor | None) -> Tensor:
-        """The loss of one micro-batch ``rows`` (its share of the optimizer step's loss)."""
+    def _slice_loss(self, rows: Tensor, width: int, w: dict[str, Tensor], batch: Batch, inputs: UpdateInputs,
+                    adv: Advantages, stats: UpdateStats, frozen: bool, fill_old: bool,
+                    fitted: Tensor | None) -> Tensor:
+        """The loss of one micro-batch: ``rows`` trimmed to their first ``width`` columns (every
+        real token of the rows; the rest is padding with weight 0), its share of the step's loss."""
         algo = self.algo
-        tokens = batch.tokens[rows]
+        tokens = batch.tokens[rows, :width]
         out = self.forward(tokens, detach_value=frozen)
         logp, ent = shift_logprobs_entropy(out["logits"], tokens, self.temperature,
                                            entropy_grad=bool(algo.entropy_coef) and not frozen)
         if fill_old:
-            inputs.old_logp[rows] = logp.detach()  # the old weights' log-probs (no step taken yet)
-        m = inputs.loss_mask[rows] > 0
-        base, is_w = self._correction(inputs.old_logp[rows], batch.behavior_logp[rows], m, algo.is_cap)
+            inputs.old_logp[rows, :width] = logp.detach()  # the old weights' log-probs (no step taken yet)
+        m = inputs.loss_mask[rows, :width] > 0
+        base, is_w = self._correction(inputs.old_logp[rows, :width], batch.behavior_logp[rows, :width], m, algo.is_cap)
         ratio = self._ratio(logp, base, m)
-        pg, clipped = ppo_clip_loss(ratio, adv.tokens[rows], algo.clip_low, algo.clip_high, algo.dual_clip)
+        pg, clipped = ppo_clip_loss(ratio, adv.tokens[rows, :width], algo.clip_low, algo.clip_high, algo.dual_clip)
         if is_w is not None:
             pg = pg * is_w
             stats.tokens("is_weight", is_w, m)
@@ -384,7 +421,7 @@ class Trainer:
         if algo.entropy_coef:
             policy_terms = policy_terms - algo.entropy_coef * aggregate(torch.where(m, ent, torch.zeros_like(ent)), w["policy"])
         if inputs.ref_logp is not None:
-            kl = kl_estimate(logp, inputs.ref_logp[rows], algo.kl_kind)
+            kl = kl_estimate(logp, inputs.ref_logp[rows, :width], algo.kl_kind)
             kl = torch.where(m, kl, torch.zeros_like(kl))
             stats.tokens("kl_ref", kl, m)
             if algo.kl_coef:
@@ -397,7 +434,7 @@ class Trainer:
             loss = loss + term
             stats.step_part("value_loss", logged)
         if fitted is not None and out["values"] is not None:
-            fitted[rows] = shift_values(out["values"].detach())
+            fitted[rows, :width] = shift_values(out["values"].detach())
         return loss
 
     # ----- checkpointing ----------------------------------------------------------------------
@@ -431,5 +468,5 @@ def frozen_copy(model: PolicyModel) -> PolicyModel:
     return ref
 
 
-__all__ = ["Advantages", "LR_SCHEDULES", "OFF_POLICY_CORRECTIONS", "RATIO_KINDS", "TRAINERS", "Trainer",
+__all__ = ["Advantages", "LR_SCHEDULES", "SPLIT_COST_KEYS", "OFF_POLICY_CORRECTIONS", "RATIO_KINDS", "TRAINERS", "Trainer",
            "UpdateInputs", "UpdateRecord", "UpdateStats", "agg_weight_shift", "frozen_copy", "make_trainer", "register"]

@@ -12,7 +12,7 @@ import torch
 from algos.batch import ContextBuilder, Trajectory, collate
 from algos.policy import PolicyModel, PolicyShape, shift_logprobs
 from algos.registry import TRAINERS, make_trainer, register
-from algos.trainer import Trainer, frozen_copy
+from algos.trainer import SPLIT_COST_KEYS, Trainer, frozen_copy
 from experiments.config import AlgoConfig
 from synthetic_trajectories import EOS, make_traj
 
@@ -63,6 +63,8 @@ def test_logged_metrics_do_not_depend_on_micro_batch_rows(name):
         metrics, policy = runs[micro]
         assert metrics.keys() == ref_metrics.keys()
         for key, value in ref_metrics.items():
+            if key in SPLIT_COST_KEYS:  # how the work was laid out, not a number of the update
+                continue
             assert metrics[key] == pytest.approx(value, rel=1e-4, abs=1e-6), (micro, key)
         for p, q in zip(policy.parameters(), ref_policy.parameters()):
             torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4)
