@@ -83,6 +83,34 @@ class Block(nn.Module):
         q, k, v = self._split(x)
         return self._finish(x, F.scaled_dot_product_attention(q, k, v, is_causal=True))
 
+    def forward_packed(self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, plan: "_PackedPlan") -> torch.Tensor:
+        """``x [N, d]``: the new tokens of all rows, packed (no padding). Writes their keys/values
+        into the cache at ``(plan.cache_row, plan.pos)`` and attends each token over its own row's
+        cached keys at or before its position: the rows that add one token in one attention over
+        the whole cache (a view, no copy; other rows' queries are zeros and ignored), the rows that
+        add several in one padded attention over just those rows."""
+        n, d = x.shape
+        h = self.n_heads
+        q, k, v = self.qkv(self.ln1(x)).view(n, 3, h, d // h).unbind(1)
+        k_cache.index_put_((plan.cache_row, plan.head_idx, plan.pos_h), k)
+        v_cache.index_put_((plan.cache_row, plan.head_idx, plan.pos_h), v)
+        att = torch.empty_like(q)
+        if plan.single is not None:
+            idx, rows, mask, t_keys = plan.single
+            qs = q.new_zeros(k_cache.shape[0], h, 1, d // h)
+            qs[rows, :, 0] = q[idx]
+            out = F.scaled_dot_product_attention(qs, k_cache[:, :, :t_keys], v_cache[:, :, :t_keys], attn_mask=mask)
+            att[idx] = out[rows, :, 0]
+        if plan.multi is not None:
+            idx, rows, slot, col, mask, t_keys, width = plan.multi
+            qm = q.new_zeros(len(rows), width, h, d // h)
+            qm[slot, col] = q[idx]
+            out = F.scaled_dot_product_attention(qm.transpose(1, 2), k_cache[rows, :, :t_keys], v_cache[rows, :, :t_keys],
+                                                 attn_mask=mask)
+            att[idx] = out.transpose(1, 2)[slot, col]
+        x = x + self.proj(att.reshape(n, d))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
     def forward_cached(self, x, k_cache, v_cache, batch_idx, write_pos, attn_mask, t_keys, rows=None):
         """Write this chunk's keys/values at ``(batch_idx, write_pos)`` of the cache (layout
         ``[B, H, T, Dh]``) and attend over positions ``[:t_keys]`` of the chunk's rows."""
@@ -150,6 +178,64 @@ class KVCache:
         self.lengths[torch.as_tensor(rows, dtype=torch.long)] = 0
 
 
+@dataclass
+class _PackedPlan:
+    """Index tensors of one packed cached forward, shared by all layers.
+
+    The ``N`` real new tokens (row ``tok_b``, offset ``tok_j`` in ``tokens``) in row-major order;
+    ``pos [N]`` their absolute positions; ``cache_row``, ``head_idx``, ``pos_h`` (all ``[N, H]``)
+    index the cache writes (cache row, head, position of every token's every head). ``single``: ``(token idx, cache rows, mask
+    [B, 1, 1, Tk], Tk)`` for rows adding exactly one token; ``multi``: ``(token idx, cache rows,
+    slot, col, mask [m, 1, w, Tk], Tk, w)`` for rows adding several (``slot``/``col``: each
+    token's place in the padded ``[m, w]`` query block)."""
+
+    n_tokens: int
+    tok_b: torch.Tensor
+    tok_j: torch.Tensor
+    pos: torch.Tensor
+    cache_row: torch.Tensor
+    head_idx: torch.Tensor
+    pos_h: torch.Tensor
+    single: tuple | None
+    multi: tuple | None
+
+    @staticmethod
+    def build(row_ids: torch.Tensor, start: torch.Tensor, n_new: torch.Tensor, cache: KVCache) -> "_PackedPlan":
+        n_max = int(n_new.max()) if n_new.numel() else 0
+        offs = torch.arange(max(n_max, 1))
+        real = offs[None, :] < n_new[:, None]
+        tok_b, tok_j = torch.nonzero(real, as_tuple=True)
+        pos = start[tok_b] + tok_j
+        cache_row = row_ids[tok_b]
+        h = cache.k[0].shape[1]
+        heads = torch.arange(h)[None, :]
+        single = multi = None
+        is_single = n_new[tok_b] == 1
+        if bool(is_single.any()):
+            idx = torch.nonzero(is_single, as_tuple=True)[0]
+            rows = cache_row[idx]
+            t_keys = int(pos[idx].max()) + 1
+            # every cache row gets a query; rows not in the group see key 0 only (output ignored)
+            limit = torch.zeros(cache.k[0].shape[0], dtype=torch.long)
+            limit[rows] = pos[idx]
+            mask = (torch.arange(t_keys)[None, :] <= limit[:, None])[:, None, None, :]
+            single = (idx, rows, mask, t_keys)
+        if not bool(is_single.all()):
+            idx = torch.nonzero(~is_single, as_tuple=True)[0]
+            rows, slot = torch.unique(cache_row[idx], return_inverse=True)
+            col = tok_j[idx]
+            width = int(col.max()) + 1
+            t_keys = int(pos[idx].max()) + 1
+            qpos = torch.full((len(rows), width), -1, dtype=torch.long)
+            qpos[slot, col] = pos[idx]
+            # padded queries (qpos -1) see key 0 so their softmax stays finite; ignored
+            mask = (torch.arange(t_keys)[None, None, :] <= qpos.clamp(min=0)[:, :, None])[:, None]
+            multi = (idx, rows, slot, col, mask, t_keys, width)
+        return _PackedPlan(n_tokens=int(tok_b.numel()), tok_b=tok_b, tok_j=tok_j, pos=pos,
+                           cache_row=cache_row[:, None].expand(-1, h), head_idx=heads.expand(len(pos), h),
+                           pos_h=pos[:, None].expand(-1, h), single=single, multi=multi)
+
+
 class PolicyModel(nn.Module):
     """Causal LM over the shared vocabulary; optional value head or separate critic."""
 
@@ -200,11 +286,39 @@ class PolicyModel(nn.Module):
         return self.lm_head(h[torch.arange(h.shape[0]), last])
 
     @torch.no_grad()
+    def step_last_padded(self, cache: KVCache, tokens: torch.Tensor, n_new: torch.Tensor, rows=None) -> torch.Tensor:
+        """``step_last`` through the padded reference path (``_step_hidden_padded``)."""
+        h = self._step_hidden_padded(cache, tokens, n_new, rows)
+        last = (n_new - 1).clamp(min=0)
+        return self.lm_head(h[torch.arange(h.shape[0]), last])
+
+    @torch.no_grad()
     def prefill(self, cache: KVCache, tokens: torch.Tensor, n_new: torch.Tensor, rows: torch.Tensor | None = None) -> None:
         """Append tokens to the cache without computing logits (a prompt / observation chunk)."""
         self._step_hidden(cache, tokens, n_new, rows)
 
     def _step_hidden(self, cache: KVCache, tokens: torch.Tensor, n_new: torch.Tensor, rows=None) -> torch.Tensor:
+        """Hidden states ``[b, n, d]`` of the appended tokens (padding positions: zeros), from one
+        packed forward (``_PackedPlan``): per-token layers run only on the real new tokens."""
+        b, n = tokens.shape
+        row_ids = torch.arange(b) if rows is None else torch.as_tensor(rows, dtype=torch.long)
+        start = cache.lengths[row_ids]
+        end = start + n_new
+        if b and int(end.max()) > cache.max_len:
+            raise ValueError(f"KV cache row would exceed policy.max_len={cache.max_len}")
+        plan = _PackedPlan.build(row_ids, start, n_new, cache)
+        hidden = tokens.new_zeros((b, n, self.shape.d_model), dtype=self.trunk.tok.weight.dtype)
+        if plan.n_tokens:
+            x = self.trunk.tok(tokens[plan.tok_b, plan.tok_j]) + self.trunk.pos(plan.pos)
+            for layer, block in enumerate(self.trunk.blocks):
+                x = block.forward_packed(x, cache.k[layer], cache.v[layer], plan)
+            hidden[plan.tok_b, plan.tok_j] = self.trunk.ln_f(x)
+        cache.lengths[row_ids] = end
+        return hidden
+
+    def _step_hidden_padded(self, cache: KVCache, tokens: torch.Tensor, n_new: torch.Tensor, rows=None) -> torch.Tensor:
+        """The padded reference path of ``_step_hidden`` (every position of ``tokens [b, n]``
+        computed; kept for the packed path's tests and the benchmark)."""
         b, n = tokens.shape
         start = cache.lengths if rows is None else cache.lengths[rows]
         end = start + n_new

@@ -31,7 +31,7 @@ of optimizer steps, on rows of equal length holding the same number of tokens.
 
 The machine may be shared: absolute numbers are noisy; the side-by-side ratios are the result.
 ``--quick``: 1 repeat, one update (the plumbing check). ``--set`` adds Hydra overrides to every
-run (e.g. ``--set experiment=tiny`` for a tiny config).
+run (e.g. ``--set policy.d_model=32`` for a smaller model).
 """
 
 from __future__ import annotations
