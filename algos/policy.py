@@ -265,6 +265,22 @@ class PolicyModel(nn.Module):
             values = self.value_head(h.detach() if detach_value else h).squeeze(-1)
         return logits, values
 
+    def forward_at(self, tokens: torch.Tensor, want: torch.Tensor,
+                   detach_value: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``forward`` that computes logits only where they are needed: ``want [B, T]`` bool marks
+        the tokens whose log-probs are wanted (index 0 must be False); returns ``(logits [n, V]``
+        at the positions preceding them (``(b, t - 1)`` for each ``want[b, t]``, row-major order),
+        ``values [B, T] | None)`` like ``forward``. See ``token_logprobs``."""
+        h = self.trunk(tokens)
+        b_idx, t_idx = torch.nonzero(want, as_tuple=True)
+        if t_idx.numel() and int(t_idx.min()) < 1:
+            raise ValueError("forward_at: want[:, 0] must be False (the first token has no preceding logits)")
+        logits = self.lm_head(h[b_idx, t_idx - 1])
+        values = None
+        if self.value_head is not None:
+            values = self.value_head(h.detach() if detach_value else h).squeeze(-1)
+        return logits, values
+
     # ----- incremental decoding ----------------------------------------------------------------
     def new_cache(self, batch_size: int) -> KVCache:
         return KVCache(self.shape, batch_size, dtype=self.trunk.tok.weight.dtype)
@@ -386,6 +402,26 @@ def shift_logprobs_entropy(logits: torch.Tensor, tokens: torch.Tensor, temperatu
     return taken, F.pad(ent, (1, 0))
 
 
+def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, want: torch.Tensor, temperature: float = 1.0,
+                   entropy: bool = False, entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``shift_logprobs`` (and ``shift_logprobs_entropy``'s entropy) from ``forward_at``'s logits.
+
+    ``logits [n, V]`` at the positions preceding the ``n`` tokens marked by ``want [B, T]``
+    (row-major), ``tokens [B, T]`` -> ``(logp [B, T], entropy [B, T] | None)`` with
+    ``logp[b, t] = log softmax(logits_(b, t-1) / temperature)[tokens[b, t]]`` where ``want``, 0
+    elsewhere; ``entropy`` likewise (with a gradient only with ``entropy_grad``)."""
+    b_idx, t_idx = torch.nonzero(want, as_tuple=True)
+    lp = torch.log_softmax(logits.float() / temperature, dim=-1)
+    taken = lp.gather(-1, tokens[b_idx, t_idx][:, None]).squeeze(-1)
+    logp = torch.zeros(tokens.shape, dtype=taken.dtype).index_put((b_idx, t_idx), taken)
+    ent = None
+    if entropy:
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            e = -(lp.exp() * lp).sum(-1)
+            ent = torch.zeros(tokens.shape, dtype=e.dtype).index_put((b_idx, t_idx), e)
+    return logp, ent
+
+
 def shift_values(values: torch.Tensor) -> torch.Tensor:
     """Values aligned to the token they precede: ``out[b, t] = values[b, t-1]``, ``out[b, 0] = 0``."""
     return F.pad(values[:, :-1], (1, 0))
@@ -438,5 +474,6 @@ __all__ = [
     "sample_from_logits",
     "shift_logprobs",
     "shift_logprobs_entropy",
+    "token_logprobs",
     "shift_values",
 ]

@@ -58,7 +58,7 @@ from algos.losses import (
     kl_estimate,
     ppo_clip_loss,
 )
-from algos.policy import PolicyModel, ValueModel, count_params, shift_logprobs, shift_logprobs_entropy, shift_values
+from algos.policy import PolicyModel, ValueModel, count_params, shift_values, token_logprobs
 from algos.registry import TRAINERS, make_trainer, register
 
 # learning-rate multiplier as a function of the fraction f in [0, 1] of the run's compute budget
@@ -79,8 +79,10 @@ class UpdateInputs:
     ``[R, T]`` and aligned to the token index (``algos.policy``: the log-prob of token ``t`` comes
     from the logits at ``t - 1``), 0 at index 0 and where noted."""
 
-    old_logp: Tensor  # log pi_old(token) at the sampling temperature, weights at the start of the update
-    ref_logp: Tensor | None  # frozen reference model's log-probs (None: no reference model)
+    # log pi_old(token) at the sampling temperature, weights at the start of the update; computed
+    # on the loss tokens only (0 elsewhere: nothing reads log-probs of tokens outside the loss)
+    old_logp: Tensor
+    ref_logp: Tensor | None  # frozen reference model's log-probs on the loss tokens (None: no reference model)
     loss_mask: Tensor  # float 0/1: tokens in the policy loss (the sampled tokens, action_mask)
     # raw critic output at each position (value of the prefix ending there) before this update's
     # fitting; None without a critic, or when old_logp is taken from the first epoch (below)
@@ -262,6 +264,8 @@ class Trainer:
         # no-grad passes run on length buckets (rows of near-equal length, each trimmed to its own
         # longest row); the results are scattered back into [R, T] (0 on padding)
         buckets = length_buckets(lengths, max(1, self.algo.micro_batch_rows))
+        loss_mask = batch.action_mask.clone()
+        want = loss_mask > 0
         with torch.no_grad():
             self.policy.eval()
             if fuse:
@@ -272,9 +276,9 @@ class Trainer:
                 old_values = torch.zeros_like(batch.behavior_logp) if has_values else None
                 for idx in buckets:
                     width = int(lengths[idx].max())
-                    tokens = batch.tokens[idx, :width]
-                    out = self.forward(tokens)
-                    old_logp[idx, :width] = shift_logprobs(out["logits"], tokens, self.temperature)
+                    tokens, at = batch.tokens[idx, :width], want[idx, :width]
+                    out = self.forward_at(tokens, at)
+                    old_logp[idx, :width] = token_logprobs(out["logits"], tokens, at, self.temperature)[0]
                     if old_values is not None:
                         old_values[idx, :width] = out["values"]
                     self._count(batch, idx, train=False, width=width)
@@ -283,11 +287,11 @@ class Trainer:
                 ref_logp = torch.zeros_like(batch.behavior_logp)
                 for idx in buckets:
                     width = int(lengths[idx].max())
-                    tokens = batch.tokens[idx, :width]
-                    ref_logits, _ = self.reference(tokens)
-                    ref_logp[idx, :width] = shift_logprobs(ref_logits, tokens, self.temperature)
+                    tokens, at = batch.tokens[idx, :width], want[idx, :width]
+                    ref_logits, _ = self.reference.forward_at(tokens, at)
+                    ref_logp[idx, :width] = token_logprobs(ref_logits, tokens, at, self.temperature)[0]
                     self._count(batch, idx, train=False, model=self.reference, with_critic=False, width=width)
-        inputs = UpdateInputs(old_logp=old_logp, ref_logp=ref_logp, loss_mask=batch.action_mask.clone(),
+        inputs = UpdateInputs(old_logp=old_logp, ref_logp=ref_logp, loss_mask=loss_mask,
                               old_values=old_values, old_logp_from_first_epoch=fuse, metrics=metrics)
         return batch, inputs
 
@@ -358,6 +362,15 @@ class Trainer:
             out["values"] = self.critic(tokens)
         return out
 
+    def forward_at(self, tokens: Tensor, want: Tensor, detach_value: bool = False) -> dict:
+        """``forward`` with logits only before the tokens marked by ``want [B, T]``:
+        ``{"logits": [n, V] (PolicyModel.forward_at), "values": [B, T] | None}``."""
+        logits, head_values = self.policy.forward_at(tokens, want, detach_value=detach_value)
+        out = {"logits": logits, "values": head_values}
+        if self.critic is not None:
+            out["values"] = self.critic(tokens)
+        return out
+
     def _n_minibatches(self, rows: int) -> int:
         return max(1, min(self.algo.minibatches, rows))
 
@@ -399,12 +412,13 @@ class Trainer:
         real token of the rows; the rest is padding with weight 0), its share of the step's loss."""
         algo = self.algo
         tokens = batch.tokens[rows, :width]
-        out = self.forward(tokens, detach_value=frozen)
-        logp, ent = shift_logprobs_entropy(out["logits"], tokens, self.temperature,
-                                           entropy_grad=bool(algo.entropy_coef) and not frozen)
+        m = inputs.loss_mask[rows, :width] > 0
+        # logits only where the loss reads them (the positions before the loss tokens)
+        out = self.forward_at(tokens, m, detach_value=frozen)
+        logp, ent = token_logprobs(out["logits"], tokens, m, self.temperature, entropy=True,
+                                   entropy_grad=bool(algo.entropy_coef) and not frozen)
         if fill_old:
             inputs.old_logp[rows, :width] = logp.detach()  # the old weights' log-probs (no step taken yet)
-        m = inputs.loss_mask[rows, :width] > 0
         base, is_w = self._correction(inputs.old_logp[rows, :width], batch.behavior_logp[rows, :width], m, algo.is_cap)
         ratio = self._ratio(logp, base, m)
         pg, clipped = ppo_clip_loss(ratio, adv.tokens[rows, :width], algo.clip_low, algo.clip_high, algo.dual_clip)

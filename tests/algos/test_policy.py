@@ -132,3 +132,29 @@ def test_packed_step_equals_the_padded_reference_path():
             t = int(packed.lengths[row])
             torch.testing.assert_close(packed.k[layer][row, :, :t], padded.k[layer][row, :, :t], atol=1e-6, rtol=1e-5)
             torch.testing.assert_close(packed.v[layer][row, :, :t], padded.v[layer][row, :, :t], atol=1e-6, rtol=1e-5)
+
+
+def test_logits_at_wanted_tokens_equal_the_full_forward():
+    """``forward_at`` + ``token_logprobs`` (logits only before the wanted tokens) give the full
+    forward's ``shift_logprobs_entropy`` there and 0 elsewhere; values are the full ones."""
+    from algos.policy import shift_logprobs_entropy, token_logprobs
+
+    model = _model(critic="head")
+    g = torch.Generator().manual_seed(2)
+    tokens = torch.randint(0, 50, (3, 17), generator=g)
+    want = torch.rand(3, 17, generator=g) > 0.6
+    want[:, 0] = False
+    logits, values = model(tokens)
+    full_lp, full_ent = shift_logprobs_entropy(logits, tokens, 0.7)
+    sel, sel_values = model.forward_at(tokens, want)
+    assert sel.shape == (int(want.sum()), 50)
+    lp, ent = token_logprobs(sel, tokens, want, 0.7, entropy=True)
+    torch.testing.assert_close(lp[want], full_lp[want], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ent[want], full_ent[want], atol=1e-5, rtol=1e-5)
+    assert (lp[~want] == 0).all() and (ent[~want] == 0).all()
+    torch.testing.assert_close(sel_values, values)
+    # gradients flow to the policy through the selected log-probs only
+    lp.sum().backward()
+    assert model.lm_head.weight.grad is not None
+    with pytest.raises(ValueError, match="want"):
+        model.forward_at(tokens, torch.ones_like(want))
