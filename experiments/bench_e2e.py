@@ -236,12 +236,13 @@ def bench_bound(algo: str, cache_dir: Path, extra: list[str], repeats: int) -> d
     from algos.policy import build_models
     from algos.rollout import RolloutEngine, make_requests
     from algos.trainer import make_trainer
-    from experiments.config import ENV_IDS, resolve_critic, validate
+    from experiments.config import ENV_IDS, register_configs, resolve_critic, validate
     from experiments.warmstart import compression_kwargs, ensure_warmstart, env_kwargs, load_policy_weights, policy_shape
 
     torch.set_num_threads(1)
     overrides = ["experiment=learn_bugfix", f"algo={algo}", "logger=none", "progress=false",
                  f"warmstart.cache_dir={cache_dir}", *extra]
+    register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         c = validate(compose(config_name="config", overrides=overrides))
     ws = ensure_warmstart(c, verbose=False)
