@@ -33,7 +33,7 @@ import torch
 
 import envs
 from algos.batch import ContextBuilder, Trajectory
-from algos.policy import PolicyModel
+from algos.policy import PolicyModel, sample_categorical
 from envs.stop import StopReason, rule_for
 from envs.tokenizer import get_tokenizer
 
@@ -162,7 +162,7 @@ class RolloutEngine:
                     trace.append(("decode", inp, n_new, None))
                 if temp > 0:
                     lp_all = torch.log_softmax(logits.float() / temp, dim=-1)
-                    sampled = torch.multinomial(lp_all.exp(), 1, generator=generator).squeeze(-1)
+                    sampled = sample_categorical(lp_all, generator)
                     logps = lp_all.gather(-1, sampled[:, None]).squeeze(-1)
                 else:  # greedy (evaluation only): log-prob of a deterministic choice is 0
                     sampled = logits.argmax(-1)

@@ -158,3 +158,19 @@ def test_logits_at_wanted_tokens_equal_the_full_forward():
     assert model.lm_head.weight.grad is not None
     with pytest.raises(ValueError, match="want"):
         model.forward_at(tokens, torch.ones_like(want))
+
+
+def test_inverse_cdf_sampling_matches_the_distribution():
+    """``sample_categorical``: frequencies over 40 000 draws within 4 binomial standard errors of
+    p = softmax([0, ln 2, ln 5, -inf]) = [1/8, 2/8, 5/8, 0]; a zero-probability token is never
+    drawn; the same generator seed gives the same draws."""
+    from algos.policy import sample_categorical
+
+    logp = torch.log(torch.tensor([[1.0, 2.0, 5.0, 0.0]]) / 8).expand(40_000, 4)
+    draws = sample_categorical(logp, torch.Generator().manual_seed(0))
+    freq = torch.bincount(draws, minlength=4).double() / 40_000
+    p = torch.tensor([1 / 8, 2 / 8, 5 / 8, 0.0], dtype=torch.float64)
+    se = (p * (1 - p) / 40_000).sqrt()  # e.g. 1/8: sqrt(0.125 * 0.875 / 40000) = 0.00165
+    assert ((freq - p).abs() <= 4 * se + 1e-12).all(), freq
+    assert freq[3] == 0
+    assert torch.equal(draws, sample_categorical(logp, torch.Generator().manual_seed(0)))
