@@ -83,17 +83,31 @@ class Block(nn.Module):
         q, k, v = self._split(x)
         return self._finish(x, F.scaled_dot_product_attention(q, k, v, is_causal=True))
 
-    def forward_packed(self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, plan: "_PackedPlan") -> torch.Tensor:
+    def forward_packed(self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, plan: "_PackedPlan",
+                       output: str = "all") -> torch.Tensor | None:
         """``x [N, d]``: the new tokens of all rows, packed (no padding). Writes their keys/values
         into the cache at ``(plan.cache_row, plan.pos)`` and attends each token over its own row's
         cached keys at or before its position: the rows that add one token in one attention over
         the whole cache (a view, no copy; other rows' queries are zeros and ignored), the rows that
-        add several in one padded attention over just those rows."""
+        add several in one padded attention over just those rows.
+
+        ``output``: ``"all"`` -> ``[N, d]``; ``"last"`` -> ``[len(plan.last_idx), d]``, only each
+        row's last new token (the rest of the block is skipped for the others: a last layer whose
+        other outputs nobody reads); ``"none"`` -> None (only the cache writes)."""
         n, d = x.shape
         h = self.n_heads
         q, k, v = self.qkv(self.ln1(x)).view(n, 3, h, d // h).unbind(1)
         k_cache.index_put_((plan.cache_row, plan.head_idx, plan.pos_h), k)
         v_cache.index_put_((plan.cache_row, plan.head_idx, plan.pos_h), v)
+        if output == "none":
+            return None
+        if output == "last":
+            idx, rows, mask, t_keys = plan.last
+            qs = q.new_zeros(k_cache.shape[0], h, 1, d // h)
+            qs[rows, :, 0] = q[idx]
+            out = F.scaled_dot_product_attention(qs, k_cache[:, :, :t_keys], v_cache[:, :, :t_keys], attn_mask=mask)
+            x = x[idx] + self.proj(out[rows, :, 0].reshape(len(idx), d))
+            return x + self.out(F.gelu(self.fc(self.ln2(x))))
         att = torch.empty_like(q)
         if plan.single is not None:
             idx, rows, mask, t_keys = plan.single
@@ -198,6 +212,8 @@ class _PackedPlan:
     pos_h: torch.Tensor
     single: tuple | None
     multi: tuple | None
+    last: tuple  # (token idx, cache rows, mask [B, 1, 1, Tk], Tk): each row's last new token
+    last_b: torch.Tensor  # [b'] index (in ``tokens``) of the rows that add at least one token
 
     @staticmethod
     def build(row_ids: torch.Tensor, start: torch.Tensor, n_new: torch.Tensor, cache: KVCache) -> "_PackedPlan":
@@ -210,16 +226,25 @@ class _PackedPlan:
         h = cache.k[0].shape[1]
         heads = torch.arange(h)[None, :]
         single = multi = None
-        is_single = n_new[tok_b] == 1
-        if bool(is_single.any()):
-            idx = torch.nonzero(is_single, as_tuple=True)[0]
+        cache_b = cache.k[0].shape[0]
+
+        def one_query(idx: torch.Tensor) -> tuple:
+            """Attention inputs for one query per cache row (rows not in ``idx`` see key 0 only)."""
             rows = cache_row[idx]
             t_keys = int(pos[idx].max()) + 1
-            # every cache row gets a query; rows not in the group see key 0 only (output ignored)
-            limit = torch.zeros(cache.k[0].shape[0], dtype=torch.long)
+            limit = torch.zeros(cache_b, dtype=torch.long)
             limit[rows] = pos[idx]
-            mask = (torch.arange(t_keys)[None, :] <= limit[:, None])[:, None, None, :]
-            single = (idx, rows, mask, t_keys)
+            mask = torch.zeros(cache_b, 1, 1, t_keys).masked_fill_(
+                (torch.arange(t_keys)[None, :] > limit[:, None])[:, None, None, :], float("-inf"))
+            return idx, rows, mask, t_keys
+
+        last_b = torch.nonzero(n_new > 0, as_tuple=True)[0]
+        last_idx = torch.cumsum(n_new, 0)[last_b] - 1
+        last = one_query(last_idx) if len(last_idx) else None
+        is_single = n_new[tok_b] == 1
+        if bool(is_single.any()):
+            # every cache row gets a query; rows not in the group see key 0 only (output ignored)
+            single = one_query(torch.nonzero(is_single, as_tuple=True)[0])
         if not bool(is_single.all()):
             idx = torch.nonzero(~is_single, as_tuple=True)[0]
             rows, slot = torch.unique(cache_row[idx], return_inverse=True)
@@ -229,11 +254,12 @@ class _PackedPlan:
             qpos = torch.full((len(rows), width), -1, dtype=torch.long)
             qpos[slot, col] = pos[idx]
             # padded queries (qpos -1) see key 0 so their softmax stays finite; ignored
-            mask = (torch.arange(t_keys)[None, None, :] <= qpos.clamp(min=0)[:, :, None])[:, None]
+            mask = torch.zeros(len(rows), 1, width, t_keys).masked_fill_(
+                (torch.arange(t_keys)[None, None, :] > qpos.clamp(min=0)[:, :, None])[:, None], float("-inf"))
             multi = (idx, rows, slot, col, mask, t_keys, width)
         return _PackedPlan(n_tokens=int(tok_b.numel()), tok_b=tok_b, tok_j=tok_j, pos=pos,
                            cache_row=cache_row[:, None].expand(-1, h), head_idx=heads.expand(len(pos), h),
-                           pos_h=pos[:, None].expand(-1, h), single=single, multi=multi)
+                           pos_h=pos[:, None].expand(-1, h), single=single, multi=multi, last=last, last_b=last_b)
 
 
 class PolicyModel(nn.Module):
@@ -291,15 +317,22 @@ class PolicyModel(nn.Module):
         every cache row); return logits ``[len, n, V]``. Outputs at ``j >= n_new[i]`` are padding
         (meaningless). Rows with ``n_new = 0`` are left unchanged. A ``rows`` subset only touches
         (and only pays attention for) those rows. Raises if a row would exceed ``max_len``."""
-        return self.lm_head(self._step_hidden(cache, tokens, n_new, rows))
+        plan, x = self._step_packed(cache, tokens, n_new, rows, "all")
+        hidden = torch.zeros((*tokens.shape, self.shape.d_model), dtype=self.trunk.tok.weight.dtype)
+        if x is not None:
+            hidden[plan.tok_b, plan.tok_j] = self.trunk.ln_f(x)
+        return self.lm_head(hidden)
 
     @torch.no_grad()
     def step_last(self, cache: KVCache, tokens: torch.Tensor, n_new: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         """Like ``step`` but only the logits at each row's last appended token: ``[len, V]``
-        (rows with ``n_new = 0`` get the logits of padding: ignore them)."""
-        h = self._step_hidden(cache, tokens, n_new, rows)
-        last = (n_new - 1).clamp(min=0)
-        return self.lm_head(h[torch.arange(h.shape[0]), last])
+        (rows with ``n_new = 0`` get zeros: ignore them). The last layer runs only at those
+        tokens (after writing every new token's keys/values)."""
+        plan, x = self._step_packed(cache, tokens, n_new, rows, "last")
+        logits = torch.zeros(tokens.shape[0], self.shape.vocab_size, dtype=self.trunk.tok.weight.dtype)
+        if x is not None:
+            logits[plan.last_b] = self.lm_head(self.trunk.ln_f(x))
+        return logits
 
     @torch.no_grad()
     def step_last_padded(self, cache: KVCache, tokens: torch.Tensor, n_new: torch.Tensor, rows=None) -> torch.Tensor:
@@ -311,11 +344,13 @@ class PolicyModel(nn.Module):
     @torch.no_grad()
     def prefill(self, cache: KVCache, tokens: torch.Tensor, n_new: torch.Tensor, rows: torch.Tensor | None = None) -> None:
         """Append tokens to the cache without computing logits (a prompt / observation chunk)."""
-        self._step_hidden(cache, tokens, n_new, rows)
+        self._step_packed(cache, tokens, n_new, rows, "none")
 
-    def _step_hidden(self, cache: KVCache, tokens: torch.Tensor, n_new: torch.Tensor, rows=None) -> torch.Tensor:
-        """Hidden states ``[b, n, d]`` of the appended tokens (padding positions: zeros), from one
-        packed forward (``_PackedPlan``): per-token layers run only on the real new tokens."""
+    def _step_packed(self, cache: KVCache, tokens: torch.Tensor, n_new: torch.Tensor, rows, output: str):
+        """One packed cached forward (``_PackedPlan``; per-token layers run only on the real new
+        tokens). Returns ``(plan, x)``: the last layer's output before ``ln_f`` for ``output``
+        ``"all"`` (``[N, d]``, packed) or ``"last"`` (each row's last new token, rows
+        ``plan.last_b``); ``x`` is None with ``output="none"`` or no new token."""
         b, n = tokens.shape
         row_ids = torch.arange(b) if rows is None else torch.as_tensor(rows, dtype=torch.long)
         start = cache.lengths[row_ids]
@@ -323,17 +358,18 @@ class PolicyModel(nn.Module):
         if b and int(end.max()) > cache.max_len:
             raise ValueError(f"KV cache row would exceed policy.max_len={cache.max_len}")
         plan = _PackedPlan.build(row_ids, start, n_new, cache)
-        hidden = tokens.new_zeros((b, n, self.shape.d_model), dtype=self.trunk.tok.weight.dtype)
+        x = None
         if plan.n_tokens:
             x = self.trunk.tok(tokens[plan.tok_b, plan.tok_j]) + self.trunk.pos(plan.pos)
+            n_layers = len(self.trunk.blocks)
             for layer, block in enumerate(self.trunk.blocks):
-                x = block.forward_packed(x, cache.k[layer], cache.v[layer], plan)
-            hidden[plan.tok_b, plan.tok_j] = self.trunk.ln_f(x)
+                x = block.forward_packed(x, cache.k[layer], cache.v[layer], plan,
+                                         output if layer == n_layers - 1 else "all")
         cache.lengths[row_ids] = end
-        return hidden
+        return plan, x
 
     def _step_hidden_padded(self, cache: KVCache, tokens: torch.Tensor, n_new: torch.Tensor, rows=None) -> torch.Tensor:
-        """The padded reference path of ``_step_hidden`` (every position of ``tokens [b, n]``
+        """The padded reference path of ``_step_packed`` (every position of ``tokens [b, n]``
         computed; kept for the packed path's tests and the benchmark)."""
         b, n = tokens.shape
         start = cache.lengths if rows is None else cache.lengths[rows]
