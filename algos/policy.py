@@ -83,6 +83,23 @@ class Block(nn.Module):
         q, k, v = self._split(x)
         return self._finish(x, F.scaled_dot_product_attention(q, k, v, is_causal=True))
 
+    def forward_at(self, x: torch.Tensor, sel: "Selection") -> torch.Tensor:
+        """The block's output only at the positions ``sel`` (``[n, d]``, row-major), from ``x
+        [B, T, d]``: keys/values at every position, queries, attention (causal: keys at or before
+        each query's position), projection and MLP only at the selected ones. Equal to
+        ``forward(x)[sel.b, sel.t]``."""
+        b, t, d = x.shape
+        h = self.n_heads
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q_sel = q[sel.b, sel.t].view(-1, h, d // h)
+        qq = q.new_zeros(b, sel.width, h, d // h).index_put((sel.b, sel.col), q_sel).transpose(1, 2)
+        k = k.view(b, t, h, d // h).transpose(1, 2)
+        v = v.view(b, t, h, d // h).transpose(1, 2)
+        att = F.scaled_dot_product_attention(qq, k, v, attn_mask=sel.mask)
+        att = att.transpose(1, 2)[sel.b, sel.col].reshape(-1, d)
+        y = x[sel.b, sel.t] + self.proj(att)
+        return y + self.out(F.gelu(self.fc(self.ln2(y))))
+
     def forward_packed(self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, plan: "_PackedPlan",
                        output: str = "all") -> torch.Tensor | None:
         """``x [N, d]``: the new tokens of all rows, packed (no padding). Writes their keys/values
@@ -139,6 +156,33 @@ class Block(nn.Module):
         return self._finish(x, att)
 
 
+@dataclass
+class Selection:
+    """Positions ``keep [B, T]`` (bool) of a full forward whose outputs are needed, laid out as a
+    padded query block: position ``(b[i], t[i])`` (row-major) is query ``col[i]`` of row ``b[i]``;
+    ``mask [B, 1, width, T]`` is 0 where a query may attend (key position <= its position) and
+    -inf elsewhere (a padding query sees key 0 only)."""
+
+    b: torch.Tensor
+    t: torch.Tensor
+    col: torch.Tensor
+    width: int
+    mask: torch.Tensor
+
+    @staticmethod
+    def of(keep: torch.Tensor) -> "Selection":
+        b_idx, t_idx = torch.nonzero(keep, as_tuple=True)
+        per_row = keep.sum(1)
+        first = torch.cumsum(per_row, 0) - per_row
+        col = torch.arange(len(b_idx)) - first[b_idx]
+        width = max(int(per_row.max()) if per_row.numel() else 0, 1)
+        qpos = torch.zeros(keep.shape[0], width, dtype=torch.long).index_put((b_idx, col), t_idx)
+        t = keep.shape[1]
+        mask = torch.zeros(keep.shape[0], 1, width, t).masked_fill_(
+            (torch.arange(t)[None, None, :] > qpos[:, :, None])[:, None], float("-inf"))
+        return Selection(b=b_idx, t=t_idx, col=col, width=width, mask=mask)
+
+
 class Trunk(nn.Module):
     """Token + position embeddings, ``n_layers`` pre-norm blocks, final LayerNorm -> hidden."""
 
@@ -152,14 +196,21 @@ class Trunk(nn.Module):
         )
         self.ln_f = nn.LayerNorm(shape.d_model)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+        """``tokens [B, T]`` -> hidden ``[B, T, d]``; with ``keep [B, T]`` (bool) only the hidden
+        states at the kept positions, ``[n, d]`` in row-major order (the last block computes its
+        queries, attention and MLP only there: ``Block.forward_at``)."""
         t = tokens.shape[1]
         if t > self.shape.max_len:
             raise ValueError(f"sequence of {t} tokens exceeds policy.max_len={self.shape.max_len}")
         x = self.tok(tokens) + self.pos(torch.arange(t, device=tokens.device))
-        for block in self.blocks:
+        last = len(self.blocks) - 1
+        for i, block in enumerate(self.blocks):
+            if keep is not None and i == last:
+                return self.ln_f(block.forward_at(x, Selection.of(keep)))
             x = block(x)
-        return self.ln_f(x)
+        out = self.ln_f(x)
+        return out if keep is None else out[keep]
 
 
 def _init_weights(module: nn.Module) -> None:
@@ -297,14 +348,15 @@ class PolicyModel(nn.Module):
         the tokens whose log-probs are wanted (index 0 must be False); returns ``(logits [n, V]``
         at the positions preceding them (``(b, t - 1)`` for each ``want[b, t]``, row-major order),
         ``values [B, T] | None)`` like ``forward``. See ``token_logprobs``."""
+        if bool(want[:, 0].any()):
+            raise ValueError("forward_at: want[:, 0] must be False (the first token has no preceding logits)")
+        if self.value_head is None:
+            # hidden states only before the wanted tokens (row-major order is kept by the shift)
+            return self.lm_head(self.trunk(tokens, keep=F.pad(want[:, 1:], (0, 1)))), None
         h = self.trunk(tokens)
         b_idx, t_idx = torch.nonzero(want, as_tuple=True)
-        if t_idx.numel() and int(t_idx.min()) < 1:
-            raise ValueError("forward_at: want[:, 0] must be False (the first token has no preceding logits)")
         logits = self.lm_head(h[b_idx, t_idx - 1])
-        values = None
-        if self.value_head is not None:
-            values = self.value_head(h.detach() if detach_value else h).squeeze(-1)
+        values = self.value_head(h.detach() if detach_value else h).squeeze(-1)
         return logits, values
 
     # ----- incremental decoding ----------------------------------------------------------------
@@ -408,9 +460,13 @@ class ValueModel(nn.Module):
         _init_weights(self)
         nn.init.zeros_(self.head.weight)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """``tokens [B, T]`` -> values ``[B, T]`` (the value of the prefix ending at each position)."""
-        return self.head(self.trunk(tokens)).squeeze(-1)
+    def forward(self, tokens: torch.Tensor, at: torch.Tensor | None = None) -> torch.Tensor:
+        """``tokens [B, T]`` -> values ``[B, T]`` (the value of the prefix ending at each position).
+        With ``at [B, T]`` (bool) only those positions are computed (0 elsewhere)."""
+        if at is None:
+            return self.head(self.trunk(tokens)).squeeze(-1)
+        vals = self.head(self.trunk(tokens, keep=at)).squeeze(-1)
+        return torch.zeros(tokens.shape, dtype=vals.dtype).index_put(torch.nonzero(at, as_tuple=True), vals)
 
 
 def shift_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -514,6 +570,7 @@ __all__ = [
     "KVCache",
     "PolicyModel",
     "PolicyShape",
+    "Selection",
     "ValueModel",
     "build_models",
     "count_params",

@@ -44,6 +44,7 @@ import time
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from algos.advantages import pick
@@ -84,8 +85,9 @@ class UpdateInputs:
     old_logp: Tensor
     ref_logp: Tensor | None  # frozen reference model's log-probs on the loss tokens (None: no reference model)
     loss_mask: Tensor  # float 0/1: tokens in the policy loss (the sampled tokens, action_mask)
-    # raw critic output at each position (value of the prefix ending there) before this update's
-    # fitting; None without a critic, or when old_logp is taken from the first epoch (below)
+    # raw critic output (value of the prefix ending there) before this update's fitting, at the
+    # positions ``value_positions`` marks (a separate critic computes only those; 0 elsewhere);
+    # None without a critic, or when old_logp is taken from the first epoch (below)
     old_values: Tensor | None = None
     # True: old_logp is zeros here and optimize fills it from epoch 0's forwards, which run before
     # the first optimizer step (single minibatch), i.e. with exactly the old weights
@@ -266,6 +268,7 @@ class Trainer:
         buckets = length_buckets(lengths, max(1, self.algo.micro_batch_rows))
         loss_mask = batch.action_mask.clone()
         want = loss_mask > 0
+        value_at = value_positions(batch)
         with torch.no_grad():
             self.policy.eval()
             if fuse:
@@ -277,7 +280,7 @@ class Trainer:
                 for idx in buckets:
                     width = int(lengths[idx].max())
                     tokens, at = batch.tokens[idx, :width], want[idx, :width]
-                    out = self.forward_at(tokens, at)
+                    out = self.forward_at(tokens, at, value_at=value_at[idx, :width])
                     old_logp[idx, :width] = token_logprobs(out["logits"], tokens, at, self.temperature)[0]
                     if old_values is not None:
                         old_values[idx, :width] = out["values"]
@@ -308,6 +311,7 @@ class Trainer:
         stats = UpdateStats()
         fitted = torch.zeros(batch.tokens.shape) if adv.value_mask is not None else None
         lengths = row_lengths(batch)
+        self._value_at = value_positions(batch)
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         gen = torch.Generator().manual_seed(1_000_003 * (self.updates_done + 1))
         self.policy.train()
@@ -362,13 +366,15 @@ class Trainer:
             out["values"] = self.critic(tokens)
         return out
 
-    def forward_at(self, tokens: Tensor, want: Tensor, detach_value: bool = False) -> dict:
+    def forward_at(self, tokens: Tensor, want: Tensor, detach_value: bool = False,
+                   value_at: Tensor | None = None) -> dict:
         """``forward`` with logits only before the tokens marked by ``want [B, T]``:
-        ``{"logits": [n, V] (PolicyModel.forward_at), "values": [B, T] | None}``."""
+        ``{"logits": [n, V] (PolicyModel.forward_at), "values": [B, T] | None}``; a separate
+        critic's values only at ``value_at [B, T]`` (all positions when None; 0 elsewhere)."""
         logits, head_values = self.policy.forward_at(tokens, want, detach_value=detach_value)
         out = {"logits": logits, "values": head_values}
         if self.critic is not None:
-            out["values"] = self.critic(tokens)
+            out["values"] = self.critic(tokens, at=value_at)
         return out
 
     def _n_minibatches(self, rows: int) -> int:
@@ -413,8 +419,9 @@ class Trainer:
         algo = self.algo
         tokens = batch.tokens[rows, :width]
         m = inputs.loss_mask[rows, :width] > 0
-        # logits only where the loss reads them (the positions before the loss tokens)
-        out = self.forward_at(tokens, m, detach_value=frozen)
+        # logits only where the loss reads them (the positions before the loss tokens), values
+        # only where a critic loss or metric reads them
+        out = self.forward_at(tokens, m, detach_value=frozen, value_at=self._value_at[rows, :width])
         logp, ent = token_logprobs(out["logits"], tokens, m, self.temperature, entropy=True,
                                    entropy_grad=bool(algo.entropy_coef) and not frozen)
         if fill_old:
@@ -460,6 +467,16 @@ class Trainer:
         self.updates_done = int(state["updates_done"])
 
 
+def value_positions(batch: Batch) -> Tensor:
+    """``[R, T]`` bool: the positions whose critic value anything reads: the position before every
+    sampled token (``V`` of the state a decision point's token was chosen in, for either
+    ``value_level``) and a truncated segment's ``bootstrap_index`` (V(next state))."""
+    at = F.pad(batch.action_mask[:, 1:] > 0, (0, 1))
+    rows = torch.nonzero(batch.bootstrap_index >= 0, as_tuple=True)[0]
+    at[rows, batch.bootstrap_index[rows]] = True
+    return at
+
+
 def agg_weight_shift(batch: Batch) -> float:
     """Total-variation distance between the per-trajectory loss weights of ``token-mean``
     (weight of task i = its action tokens / all action tokens) and ``task-mean`` (1/N each):
@@ -483,4 +500,4 @@ def frozen_copy(model: PolicyModel) -> PolicyModel:
 
 
 __all__ = ["Advantages", "LR_SCHEDULES", "SPLIT_COST_KEYS", "OFF_POLICY_CORRECTIONS", "RATIO_KINDS", "TRAINERS", "Trainer",
-           "UpdateInputs", "UpdateRecord", "UpdateStats", "agg_weight_shift", "frozen_copy", "make_trainer", "register"]
+           "UpdateInputs", "UpdateRecord", "UpdateStats", "agg_weight_shift", "value_positions", "frozen_copy", "make_trainer", "register"]

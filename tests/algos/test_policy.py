@@ -174,3 +174,29 @@ def test_inverse_cdf_sampling_matches_the_distribution():
     assert ((freq - p).abs() <= 4 * se + 1e-12).all(), freq
     assert freq[3] == 0
     assert torch.equal(draws, sample_categorical(logp, torch.Generator().manual_seed(0)))
+
+
+def test_trunk_keep_equals_the_full_forward_at_the_kept_positions():
+    """``Trunk(tokens, keep)`` (last block only at the kept positions) equals the full forward
+    there, gradients included; ``ValueModel(tokens, at)`` likewise with 0 elsewhere."""
+    torch.manual_seed(0)
+    shape = PolicyShape(vocab_size=50, d_model=32, n_layers=2, n_heads=4, max_len=40)
+    critic = ValueModel(shape)
+    nn_init = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        critic.head.weight.normal_(generator=nn_init)
+    g = torch.Generator().manual_seed(3)
+    tokens = torch.randint(0, 50, (4, 23), generator=g)
+    keep = torch.rand(4, 23, generator=g) > 0.7
+    keep[2] = False  # a row with nothing kept
+    keep[0, 0] = keep[3, 22] = True
+    full = critic.trunk(tokens)
+    part = critic.trunk(tokens, keep=keep)
+    torch.testing.assert_close(part, full[keep], atol=1e-5, rtol=1e-5)
+    w = torch.randn(part.shape, generator=g)
+    (ga,) = torch.autograd.grad((part * w).sum(), critic.trunk.blocks[0].qkv.weight)
+    (gb,) = torch.autograd.grad((full[keep] * w).sum(), critic.trunk.blocks[0].qkv.weight)
+    torch.testing.assert_close(ga, gb, atol=1e-5, rtol=1e-4)
+    vals = critic(tokens, at=keep)
+    torch.testing.assert_close(vals[keep], critic(tokens)[keep], atol=1e-5, rtol=1e-5)
+    assert (vals[~keep] == 0).all()
