@@ -233,7 +233,7 @@ def collate(trajectories: list[Trajectory], pad_id: int = 0) -> Batch:
 
 # A forward's fixed cost in token positions (Python dispatch of a tiny model's ops, autograd
 # bookkeeping): ``length_buckets`` opens a new slice only when it saves more padded positions.
-SLICE_OVERHEAD_POSITIONS = 512
+SLICE_OVERHEAD_POSITIONS = 128
 
 
 def row_lengths(batch: "Batch") -> torch.Tensor:
