@@ -230,3 +230,19 @@ def test_trainer_module_does_not_import_the_algorithms():
 
     assert not _imported_modules(algos.trainer) & {"algos.grpo", "algos.ppo"}
     assert not {m for m in _imported_modules(algos.registry) if m.startswith("algos")}
+
+
+def test_padding_efficiency_counts_real_tokens_over_computed_positions():
+    """GRPO, 1 epoch x 1 minibatch (old log-probs fused into the one forward): rows of a few
+    tokens fit one length bucket (the 128-position slice overhead exceeds any saving), so
+    efficiency = real tokens / (rows x longest row); one row per micro-batch computes no padding."""
+    trajs = [make_traj([2, 1], 1.0, seed=1), make_traj([3], 0.0, seed=2), make_traj([1], 1.0, seed=3)]
+    algo = dict(name="grpo", epochs=1, minibatches=1, lr=1e-2)
+    record = make_trainer("grpo", AlgoConfig(**algo, micro_batch_rows=64), _model()).update_record(copy.deepcopy(trajs))
+    lengths = record.batch.valid.sum(1)
+    assert len(set(lengths.tolist())) > 1  # ragged rows, so padding is real
+    expected = int(lengths.sum()) / (len(lengths) * int(lengths.max()))
+    assert record.metrics["train/padding_efficiency"] == pytest.approx(expected)
+    one = make_trainer("grpo", AlgoConfig(**algo, micro_batch_rows=1), _model()).update(copy.deepcopy(trajs))
+    assert one["train/padding_efficiency"] == 1.0
+    assert record.metrics["train/max_row_len"] == int(lengths.max())
