@@ -30,6 +30,21 @@ against the equal-length bound: forward + backward + AdamW of the same model(s),
 of optimizer steps, on rows of equal length holding the same number of tokens.
 
 The machine may be shared: absolute numbers are noisy; the side-by-side ratios are the result.
+
+Where the time went (cProfile, 1 thread, the learn preset's warm-start policy, one batch of 64
+rollouts = 64 rows / ~12.4k tokens, mean segment 194, longest ~290; commit 688a06a vs now):
+  update   baseline: every row padded to the batch's longest segment (padding efficiency ~0.65),
+           full [R, T, 540] logits + log-softmax in the old pass and in every training forward.
+           Now: rows sorted into length buckets per micro-batch and trimmed (``algos.batch.
+           length_buckets``: efficiency ~0.95), logits only before the loss tokens
+           (``PolicyModel.forward_at``), the last block only at the positions anything reads
+           (``Block.forward_at``; a separate critic's values likewise). The rest is backward
+           (~55 %), causal attention (~20 %, SDPA with head dim 16) and the linears.
+  rollout  baseline: one prefill forward (observations) plus one decode forward per engine step,
+           padded; ``torch.multinomial`` ~2.5 ms per step. Now: one packed forward per step
+           (per-token layers on real new tokens only, last block only at each row's last token)
+           and inverse-CDF sampling; what is left is attention over the KV cache (memory bound),
+           the linears and the env (~15 %).
 ``--quick``: 1 repeat, one update (the plumbing check). ``--set`` adds Hydra overrides to every
 run (e.g. ``--set policy.d_model=32`` for a smaller model).
 """
@@ -189,6 +204,34 @@ def format_table(table: Table, algos: list[str], repeats: int, amount: int) -> s
     return "\n".join(lines)
 
 
+def format_targets(table: Table, algos: list[str], bound: dict[str, dict] | None = None) -> str:
+    """One line per issue-10 target and method: the measured median (ratio to the baseline for
+    throughputs) against ``TARGETS``, with ``ok`` / ``MISS`` (``-`` when not measured)."""
+    def ratio(a: str, attr: str) -> float | None:
+        b, c = table.median(a, "baseline", attr), table.median(a, "current", attr)
+        return None if b in (None, 0) or c is None else c / b
+
+    checks = [("trajectory tok/s vs baseline", lambda a: ratio(a, "trajectory_tok_s"), TARGETS["trajectory_tok_s"], ">=", "x"),
+              ("rollout gen tok/s vs baseline", lambda a: ratio(a, "gen_tok_s"), TARGETS["gen_tok_s"], ">=", "x"),
+              ("padding efficiency", lambda a: table.median(a, "current", "padding_efficiency"),
+               TARGETS["padding_efficiency"], ">=", ""),
+              ("update / equal-length bound", lambda a: (bound or {}).get(a, {}).get("bound_fraction"),
+               TARGETS["bound_fraction"], ">=", ""),
+              ("peak RSS MB", lambda a: table.median(a, "current", "peak_rss_mb"), TARGETS["peak_rss_mb"], "<=", "")]
+    lines = ["targets (issue 10)"]
+    for label, get, target, op, unit in checks:
+        parts = []
+        for a in algos:
+            v = get(a)
+            if v is None:
+                parts.append(f"{a} -")
+                continue
+            ok = v >= target if op == ">=" else v <= target
+            parts.append(f"{a} {v:.2f}{unit} {'ok' if ok else 'MISS'}")
+        lines.append(f"  {label:<32} {op} {target:g}{unit}: " + ", ".join(parts))
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------------------------------
 # In-process: the current trainer's update against the equal-length bound
 # ---------------------------------------------------------------------------------------------
@@ -330,9 +373,11 @@ def run(args: argparse.Namespace) -> int:
                           f"wall {stats.wall_seconds:6.1f} s  update {stats.update_seconds:6.1f} s  "
                           f"collect {stats.collect_seconds:6.1f} s  rss {stats.peak_rss_mb:5.0f} MB", flush=True)
     print(format_table(table, algos, repeats, amount))
+    results = None
     if not args.no_bound:
         results = {a: bench_bound(a, cache / "current", args.extra, repeats) for a in algos}
         print(format_bound(results))
+    print(format_targets(table, algos, results))
     return 0
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.bench_e2e import RunStats, Table, format_table, run_stats, train_command
+from experiments.bench_e2e import RunStats, Table, format_table, format_targets, run_stats, train_command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,6 +60,21 @@ def test_table_reports_medians_and_the_ratio():
     row = next(line for line in text.splitlines() if line.startswith("trajectory tok/s"))
     assert row.split()[-3:] == ["200", "900", "4.50x"]  # 900 / 200
     assert next(line for line in text.splitlines() if line.startswith("padding")).split()[-3:] == ["-", "-", "-"]
+
+
+def test_targets_name_hits_and_misses():
+    table = Table()
+    table.add("grpo", "baseline", _stats(100.0))
+    table.add("grpo", "current", _stats(450.0))  # 4.5x >= 4x
+    table.add("ppo", "baseline", _stats(100.0))
+    table.add("ppo", "current", _stats(250.0))  # 2.5x < 4x
+    lines = format_targets(table, ["grpo", "ppo"], {"grpo": {"bound_fraction": 0.8}}).splitlines()
+    traj = next(line for line in lines if "trajectory" in line)
+    assert "grpo 4.50x ok" in traj and "ppo 2.50x MISS" in traj
+    bound = next(line for line in lines if "bound" in line)
+    assert "grpo 0.80 ok" in bound and "ppo -" in bound
+    rss = next(line for line in lines if "RSS" in line)
+    assert "grpo 100.00 ok" in rss  # 100 MB <= 1024
 
 
 def test_train_command_is_the_real_entry_point():
