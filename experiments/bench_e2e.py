@@ -24,7 +24,7 @@ run's ``metrics.jsonl`` / ``summary.json`` (``run_stats``):
                      ``train/tokens / (train/rows * train/max_row_len)`` when available)
   peak RSS           ``ru_maxrss`` of that child (``os.wait4``)
 
-Medians over repeats, and ``current / baseline`` ratios. Then, in this process (current tree),
+Medians over repeats, and the median of the paired ``current / baseline`` ratios (``Table.ratio``). Then, in this process (current tree),
 ``bound``: one update of the current trainer on a freshly collected batch of the learn preset
 against the equal-length bound: forward + backward + AdamW of the same model(s), the same number
 of optimizer steps, on rows of equal length holding the same number of tokens.
@@ -179,6 +179,14 @@ class Table:
         vals = [v for v in vals if v is not None]
         return statistics.median(vals) if vals else None
 
+    def ratio(self, algo: str, attr: str) -> float | None:
+        """Median over repeats of the paired ratio current_i / baseline_i (repeat i of both trees
+        ran back to back, so a load change on the machine hits both of a pair alike)."""
+        pairs = zip(self.runs.get((algo, "current"), []), self.runs.get((algo, "baseline"), []))
+        vals = [getattr(c, attr) / getattr(b, attr) for c, b in pairs
+                if getattr(c, attr) is not None and getattr(b, attr) not in (None, 0)]
+        return statistics.median(vals) if vals else None
+
 
 ROWS = [("trajectory tok/s", "trajectory_tok_s", "{:.0f}"), ("gen tok/s (rollout)", "gen_tok_s", "{:.0f}"),
         ("update tok/s", "update_tok_s", "{:.0f}"), ("padding efficiency", "padding_efficiency", "{:.3f}"),
@@ -193,12 +201,14 @@ def format_table(table: Table, algos: list[str], repeats: int, amount: int) -> s
 
     header = f"{'metric':<22}" + "".join(f"{a + ' base':>12}{a + ' now':>12}{'ratio':>8}" for a in algos)
     lines = [f"e2e: experiment=learn_bugfix budget.amount={amount}, median of {repeats} repeat(s), "
-             f"1 torch thread, current vs baseline side by side", header, "-" * len(header)]
+             f"1 torch thread; ratio = median of the paired (back-to-back) current / baseline ratios",
+             header, "-" * len(header)]
     for label, attr, spec in ROWS:
         row = f"{label:<22}"
         for a in algos:
             b, c = table.median(a, "baseline", attr), table.median(a, "current", attr)
-            ratio = "-" if b in (None, 0) or c is None else f"{c / b:.2f}x"
+            r = table.ratio(a, attr)
+            ratio = "-" if r is None else f"{r:.2f}x"
             row += f"{fmt(spec, b):>12}{fmt(spec, c):>12}{ratio:>8}"
         lines.append(row)
     return "\n".join(lines)
@@ -207,9 +217,7 @@ def format_table(table: Table, algos: list[str], repeats: int, amount: int) -> s
 def format_targets(table: Table, algos: list[str], bound: dict[str, dict] | None = None) -> str:
     """One line per issue-10 target and method: the measured median (ratio to the baseline for
     throughputs) against ``TARGETS``, with ``ok`` / ``MISS`` (``-`` when not measured)."""
-    def ratio(a: str, attr: str) -> float | None:
-        b, c = table.median(a, "baseline", attr), table.median(a, "current", attr)
-        return None if b in (None, 0) or c is None else c / b
+    ratio = table.ratio
 
     checks = [("trajectory tok/s vs baseline", lambda a: ratio(a, "trajectory_tok_s"), TARGETS["trajectory_tok_s"], ">=", "x"),
               ("rollout gen tok/s vs baseline", lambda a: ratio(a, "gen_tok_s"), TARGETS["gen_tok_s"], ">=", "x"),
