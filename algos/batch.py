@@ -240,6 +240,53 @@ def collate(trajectories: list[Trajectory], pad_id: int = 0) -> Batch:
                  row_traj, row_seg, boot, list(trajectories))
 
 
+# A forward's fixed cost in token positions (Python dispatch of a tiny model's ops, autograd
+# bookkeeping): ``length_buckets`` opens a new slice only when it saves more padded positions.
+SLICE_OVERHEAD_POSITIONS = 128
+
+
+def row_lengths(batch: "Batch") -> torch.Tensor:
+    """``[R]`` long: real (non-pad) tokens of each row (rows are right-padded)."""
+    return batch.valid.sum(1)
+
+
+def length_buckets(lengths: torch.Tensor, max_rows: int,
+                   overhead: int = SLICE_OVERHEAD_POSITIONS) -> list[torch.Tensor]:
+    """Partition rows ``0..n-1`` (``lengths [n]``) into slices of near-equal length.
+
+    Each slice is forwarded as ``[len(slice), max(lengths[slice])]`` (right-padded, trimmed to its
+    own longest row), so it costs ``overhead + len(slice) * max(lengths[slice])`` positions. Rows
+    are sorted by ``(length, index)`` and cut into consecutive runs of at most ``max_rows`` rows by
+    an exact dynamic program that minimises the total cost
+
+        C(j) = min_{j - max_rows <= i < j}  C(i) + overhead + (j - i) * l_(j)     (l sorted ascending)
+
+    Returns the slices as index tensors (ascending length inside a slice, shortest slice first).
+    Deterministic: depends only on ``lengths``, ``max_rows`` and ``overhead``. Raises
+    ``ValueError`` for ``max_rows < 1``."""
+    if max_rows < 1:
+        raise ValueError(f"max_rows={max_rows} must be >= 1")
+    n = int(lengths.numel())
+    if n == 0:
+        return []
+    order = sorted(range(n), key=lambda i: (int(lengths[i]), i))
+    ls = [int(lengths[i]) for i in order]
+    best = [0] + [None] * n  # best[j]: min cost of the first j sorted rows
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):
+        lj = ls[j - 1]
+        for i in range(max(0, j - max_rows), j):
+            cost = best[i] + overhead + (j - i) * lj
+            if best[j] is None or cost < best[j]:
+                best[j], cut[j] = cost, i
+    slices = []
+    j = n
+    while j > 0:
+        slices.append(torch.tensor(order[cut[j]:j], dtype=torch.long))
+        j = cut[j]
+    return slices[::-1]
+
+
 def action_layout(batch: Batch, level: str = "token") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Each trajectory's decision points, all segments in order, as one row (for GAE).
 
@@ -276,4 +323,6 @@ __all__ = [
     "Turn",
     "action_layout",
     "collate",
+    "length_buckets",
+    "row_lengths",
 ]

@@ -192,8 +192,9 @@ class PPOTrainer(Trainer):
         over the slice's decision points; logs ``L_V``."""
         algo = self.algo
         v = shift_values(values)
-        vmask = adv.value_mask[rows] > 0
-        vl = value_loss(v, adv.old_values[rows], adv.returns[rows], algo.value_clip)
+        width = v.shape[1]  # the slice's columns (rows trimmed to their longest)
+        vmask = adv.value_mask[rows, :width] > 0
+        vl = value_loss(v, adv.old_values[rows, :width], adv.returns[rows, :width], algo.value_clip)
         loss_v = aggregate(torch.where(vmask, vl, torch.zeros_like(vl)), weights["value"])
         return algo.vf_coef * loss_v, loss_v.item()
 

@@ -1,12 +1,12 @@
 """Batched rollout engine: many env instances in lockstep, one forward per generated token.
 
 Each of ``num_envs`` slots holds one env and one row of a shared ``KVCache``. Every engine step
-samples one token for every busy slot with ONE batched decode forward (``PolicyModel.step_last``
-over all slots, one token each). Slots that have more than that one token to feed first append
-the rest in one batched prefill forward over just those rows (``PolicyModel.prefill``): a slot
-whose action just ended feeds that action's last token, the observation and ``[SEP]``; a slot that
-was just reset or compressed feeds ``[BOS] obs [SEP]`` into an emptied cache row. The logits at
-each row's last fed token give its next sampled token. A slot whose trajectory ends is refilled
+samples one token for every busy slot with ONE packed forward (``PolicyModel.step_last`` over all
+slots with ragged ``n_new``: the per-token layers run on the real new tokens only). A decoding slot
+feeds its last sampled token; a slot whose action just ended feeds that action's last token, the
+observation and ``[SEP]``; a slot that was just reset or compressed feeds ``[BOS] obs [SEP]`` into
+an emptied cache row. The logits at each row's last fed token give its next sampled token
+(``timing["prefill_forwards"]`` counts the steps in which some slot fed more than one token). A slot whose trajectory ends is refilled
 with the next request (continuous batching).
 
 An action is the sampled words up to EOS (EOS is sampled, action_mask 1) or up to
@@ -33,7 +33,7 @@ import torch
 
 import envs
 from algos.batch import ContextBuilder, Trajectory
-from algos.policy import PolicyModel
+from algos.policy import PolicyModel, sample_categorical
 from envs.bugfix import is_hack
 from envs.stop import StopReason, rule_for
 from envs.tokenizer import get_tokenizer
@@ -146,28 +146,24 @@ class RolloutEngine:
         with torch.no_grad():
             while any(s is not None for s in slots):
                 t0 = time.perf_counter()
-                # 1) prefill: the rows that have more than one token to feed (observation, new
-                #    segment) append all but their last token, in one forward over just those rows
-                pre = [b for b, s in enumerate(slots) if s is not None and len(s.pending) > 1]
-                if pre:
-                    lens = [len(slots[b].pending) - 1 for b in pre]
-                    inp = torch.zeros(len(pre), max(lens), dtype=torch.long)
-                    for i, b in enumerate(pre):
-                        inp[i, : lens[i]] = torch.tensor(slots[b].pending[:-1], dtype=torch.long)
-                    model.prefill(cache, inp, torch.tensor(lens), rows=torch.tensor(pre))
+                # one packed forward: every busy row feeds all its pending tokens (one sampled
+                # token, or an observation / a new segment's context); the logits at each row's
+                # last fed token give its next token
+                lens = [len(s.pending) if s is not None else 0 for s in slots]
+                width = max(lens)
+                if width == 1:
+                    inp = torch.tensor([[s.pending[0] if s is not None else 0] for s in slots], dtype=torch.long)
+                else:
+                    inp = torch.tensor([(s.pending if s is not None else []) + [0] * (width - n)
+                                        for s, n in zip(slots, lens)], dtype=torch.long)
                     n_prefill += 1
-                    if trace is not None:
-                        trace.append(("prefill", inp, torch.tensor(lens), torch.tensor(pre)))
-                # 2) decode: every busy row feeds its last pending token; one forward for all rows
-                #    samples the next token of every busy row
-                inp = torch.tensor([[s.pending[-1] if s is not None else 0] for s in slots], dtype=torch.long)
-                n_new = torch.tensor([1 if s is not None else 0 for s in slots], dtype=torch.long)
+                n_new = torch.tensor(lens, dtype=torch.long)
                 logits = model.step_last(cache, inp, n_new)
                 if trace is not None:
                     trace.append(("decode", inp, n_new, None))
                 if temp > 0:
                     lp_all = torch.log_softmax(logits.float() / temp, dim=-1)
-                    sampled = torch.multinomial(lp_all.exp(), 1, generator=generator).squeeze(-1)
+                    sampled = sample_categorical(lp_all, generator)
                     logps = lp_all.gather(-1, sampled[:, None]).squeeze(-1)
                 else:  # greedy (evaluation only): log-prob of a deterministic choice is 0
                     sampled = logits.argmax(-1)

@@ -44,10 +44,11 @@ import time
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from algos.advantages import pick
-from algos.batch import Batch, Trajectory, collate
+from algos.batch import Batch, Trajectory, collate, length_buckets, row_lengths
 from algos.compute import ComputeMeter, attention_flops
 from algos.losses import (
     OFF_POLICY_CORRECTIONS,
@@ -58,7 +59,7 @@ from algos.losses import (
     kl_estimate,
     ppo_clip_loss,
 )
-from algos.policy import PolicyModel, ValueModel, count_params, shift_logprobs, shift_logprobs_entropy, shift_values
+from algos.policy import PolicyModel, ValueModel, count_params, shift_values, token_logprobs
 from algos.registry import TRAINERS, make_trainer, register
 
 # learning-rate multiplier as a function of the fraction f in [0, 1] of the run's compute budget
@@ -68,6 +69,10 @@ LR_SCHEDULES = {
     "linear": lambda f: max(0.0, 1.0 - f),
 }
 
+# logged numbers that describe how the work was laid out (so they do depend on micro_batch_rows):
+# real tokens / computed positions of the update's forwards
+SPLIT_COST_KEYS = frozenset({"train/padding_efficiency"})
+
 
 @dataclass
 class UpdateInputs:
@@ -75,11 +80,14 @@ class UpdateInputs:
     ``[R, T]`` and aligned to the token index (``algos.policy``: the log-prob of token ``t`` comes
     from the logits at ``t - 1``), 0 at index 0 and where noted."""
 
-    old_logp: Tensor  # log pi_old(token) at the sampling temperature, weights at the start of the update
-    ref_logp: Tensor | None  # frozen reference model's log-probs (None: no reference model)
+    # log pi_old(token) at the sampling temperature, weights at the start of the update; computed
+    # on the loss tokens only (0 elsewhere: nothing reads log-probs of tokens outside the loss)
+    old_logp: Tensor
+    ref_logp: Tensor | None  # frozen reference model's log-probs on the loss tokens (None: no reference model)
     loss_mask: Tensor  # float 0/1: tokens in the policy loss (the sampled tokens, action_mask)
-    # raw critic output at each position (value of the prefix ending there) before this update's
-    # fitting; None without a critic, or when old_logp is taken from the first epoch (below)
+    # raw critic output (value of the prefix ending there) before this update's fitting, at the
+    # positions ``value_positions`` marks (a separate critic computes only those; 0 elsewhere);
+    # None without a critic, or when old_logp is taken from the first epoch (below)
     old_values: Tensor | None = None
     # True: old_logp is zeros here and optimize fills it from epoch 0's forwards, which run before
     # the first optimizer step (single minibatch), i.e. with exactly the old weights
@@ -181,6 +189,8 @@ class Trainer:
         self.n_policy = count_params(policy)
         self.n_critic = count_params(critic) if critic is not None else 0
         self.updates_done = 0
+        # real / computed token positions of this update's forwards (train/padding_efficiency)
+        self._positions = {"real": 0, "computed": 0}
 
     def set_budget_fraction(self, fraction: float) -> float:
         """Set the learning rate for the next update: ``algo.lr * LR_SCHEDULES[algo.lr_schedule](f)``
@@ -207,7 +217,8 @@ class Trainer:
     def critic_loss(self, rows: Tensor, values: Tensor | None, adv: Advantages,
                     weights: dict[str, Tensor]) -> tuple[Tensor, float] | None:
         """``(term added to the slice's loss, the slice's value-loss share for the log)`` from the
-        critic outputs ``values [r, T]`` of the slice's forward, or None (no critic loss)."""
+        critic outputs ``values [r, w]`` of the slice's forward (its rows ``rows`` trimmed to their
+        first ``w = values.shape[1]`` columns, which hold all their real tokens), or None."""
         return None
 
     def policy_frozen(self) -> bool:
@@ -248,24 +259,42 @@ class Trainer:
         if not kept:
             return None
         batch = collate(kept)
-        rows = torch.arange(batch.num_rows)
+        self._positions = {"real": 0, "computed": 0}
         fuse = self.fuse_old_forward and self._n_minibatches(batch.num_rows) == 1
         old_values = None
+        lengths = row_lengths(batch)
+        # no-grad passes run on length buckets (rows of near-equal length, each trimmed to its own
+        # longest row); the results are scattered back into [R, T] (0 on padding)
+        buckets = length_buckets(lengths, max(1, self.algo.micro_batch_rows))
+        loss_mask = batch.action_mask.clone()
+        want = loss_mask > 0
+        value_at = value_positions(batch)
         with torch.no_grad():
             self.policy.eval()
             if fuse:
                 old_logp = torch.zeros_like(batch.behavior_logp)
             else:
-                out = self.forward(batch.tokens)
-                old_logp = shift_logprobs(out["logits"], batch.tokens, self.temperature)
-                old_values = out["values"]
-                self._count(batch, rows, train=False)
+                old_logp = torch.zeros_like(batch.behavior_logp)
+                has_values = self.critic is not None or self.policy.value_head is not None
+                old_values = torch.zeros_like(batch.behavior_logp) if has_values else None
+                for idx in buckets:
+                    width = int(lengths[idx].max())
+                    tokens, at = batch.tokens[idx, :width], want[idx, :width]
+                    out = self.forward_at(tokens, at, value_at=value_at[idx, :width])
+                    old_logp[idx, :width] = token_logprobs(out["logits"], tokens, at, self.temperature)[0]
+                    if old_values is not None:
+                        old_values[idx, :width] = out["values"]
+                    self._count(batch, idx, train=False, width=width)
             ref_logp = None
             if self.reference is not None:
-                ref_logits, _ = self.reference(batch.tokens)
-                ref_logp = shift_logprobs(ref_logits, batch.tokens, self.temperature)
-                self._count(batch, rows, train=False, model=self.reference, with_critic=False)
-        inputs = UpdateInputs(old_logp=old_logp, ref_logp=ref_logp, loss_mask=batch.action_mask.clone(),
+                ref_logp = torch.zeros_like(batch.behavior_logp)
+                for idx in buckets:
+                    width = int(lengths[idx].max())
+                    tokens, at = batch.tokens[idx, :width], want[idx, :width]
+                    ref_logits, _ = self.reference.forward_at(tokens, at)
+                    ref_logp[idx, :width] = token_logprobs(ref_logits, tokens, at, self.temperature)[0]
+                    self._count(batch, idx, train=False, model=self.reference, with_critic=False, width=width)
+        inputs = UpdateInputs(old_logp=old_logp, ref_logp=ref_logp, loss_mask=loss_mask,
                               old_values=old_values, old_logp_from_first_epoch=fuse, metrics=metrics)
         return batch, inputs
 
@@ -281,6 +310,8 @@ class Trainer:
         frozen = self.policy_frozen()
         stats = UpdateStats()
         fitted = torch.zeros(batch.tokens.shape) if adv.value_mask is not None else None
+        lengths = row_lengths(batch)
+        self._value_at = value_positions(batch)
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         gen = torch.Generator().manual_seed(1_000_003 * (self.updates_done + 1))
         self.policy.train()
@@ -292,13 +323,16 @@ class Trainer:
                 mb = mb.sort().values
                 weights = self.loss_weights(mb, batch, inputs, adv)
                 self.optimizer.zero_grad(set_to_none=True)
-                for start in range(0, len(mb), micro):
-                    rows = mb[start: start + micro]
-                    w = {k: v[start: start + micro] for k, v in weights.items()}
-                    loss = self._slice_loss(rows, w, batch, inputs, adv, stats, frozen, fill_old, keep_fit)
+                # micro-batches: rows of near-equal length (at most ``micro`` rows each), each
+                # trimmed to its longest row; weights were computed on the whole optimizer batch
+                for idx in length_buckets(lengths[mb], micro):
+                    rows = mb[idx]
+                    width = int(lengths[rows].max())
+                    w = {k: v[idx, :width] for k, v in weights.items()}
+                    loss = self._slice_loss(rows, width, w, batch, inputs, adv, stats, frozen, fill_old, keep_fit)
                     if loss.requires_grad:
                         loss.backward()
-                    self._count(batch, rows, train=True)
+                    self._count(batch, rows, train=True, width=width)
                 gn = torch.nn.utils.clip_grad_norm_(params, algo.max_grad_norm)
                 stats.end_step(float(gn))
                 self.optimizer.step()
@@ -316,6 +350,10 @@ class Trainer:
         metrics["train/tokens"] = int(batch.valid.sum())
         metrics["train/action_tokens"] = int(act.sum())
         metrics["train/rows"] = r
+        metrics["train/max_row_len"] = int(lengths.max())
+        pos = self._positions
+        metrics["train/padding_efficiency"] = pos["real"] / pos["computed"] if pos["computed"] else 1.0
+        self._positions = {"real": 0, "computed": 0}
         return metrics
 
     # ----- shared machinery -----------------------------------------------------------------
@@ -326,6 +364,17 @@ class Trainer:
         out = {"logits": logits, "values": head_values}
         if self.critic is not None:
             out["values"] = self.critic(tokens)
+        return out
+
+    def forward_at(self, tokens: Tensor, want: Tensor, detach_value: bool = False,
+                   value_at: Tensor | None = None) -> dict:
+        """``forward`` with logits only before the tokens marked by ``want [B, T]``:
+        ``{"logits": [n, V] (PolicyModel.forward_at), "values": [B, T] | None}``; a separate
+        critic's values only at ``value_at [B, T]`` (all positions when None; 0 elsewhere)."""
+        logits, head_values = self.policy.forward_at(tokens, want, detach_value=detach_value)
+        out = {"logits": logits, "values": head_values}
+        if self.critic is not None:
+            out["values"] = self.critic(tokens, at=value_at)
         return out
 
     def _n_minibatches(self, rows: int) -> int:
@@ -345,11 +394,16 @@ class Trainer:
         return kept, metrics
 
     def _count(self, batch: Batch, rows: Tensor, train: bool, model: PolicyModel | None = None,
-               with_critic: bool = True) -> None:
+               with_critic: bool = True, width: int | None = None) -> None:
         """Add the analytic FLOPs (``algos.compute``) of a forward (``train=False``) or a
-        forward + backward of ``rows`` through ``model`` (default the policy) and the critic."""
+        forward + backward of ``rows`` through ``model`` (default the policy) and the critic
+        (real tokens only), and the real / computed positions (``rows x width``) of the forward
+        to the update's padding efficiency."""
         lengths = batch.valid[rows].sum(1)
         tokens = int(lengths.sum())
+        passes = 1 + int(with_critic and self.critic is not None)
+        self._positions["real"] += passes * tokens
+        self._positions["computed"] += passes * len(rows) * (batch.tokens.shape[1] if width is None else width)
         add = self.meter.add_train_step if train else self.meter.add_forward
         model = self.policy if model is None else model
         add(count_params(model) if model is not self.policy else self.n_policy, tokens,
@@ -357,20 +411,24 @@ class Trainer:
         if with_critic and self.critic is not None:
             add(self.n_critic, tokens, attention_flops(self.critic.shape.n_layers, self.critic.shape.d_model, lengths))
 
-    def _slice_loss(self, rows: Tensor, w: dict[str, Tensor], batch: Batch, inputs: UpdateInputs, adv: Advantages,
-                    stats: UpdateStats, frozen: bool, fill_old: bool, fitted: Tensor | None) -> Tensor:
-        """The loss of one micro-batch ``rows`` (its share of the optimizer step's loss)."""
+    def _slice_loss(self, rows: Tensor, width: int, w: dict[str, Tensor], batch: Batch, inputs: UpdateInputs,
+                    adv: Advantages, stats: UpdateStats, frozen: bool, fill_old: bool,
+                    fitted: Tensor | None) -> Tensor:
+        """The loss of one micro-batch: ``rows`` trimmed to their first ``width`` columns (every
+        real token of the rows; the rest is padding with weight 0), its share of the step's loss."""
         algo = self.algo
-        tokens = batch.tokens[rows]
-        out = self.forward(tokens, detach_value=frozen)
-        logp, ent = shift_logprobs_entropy(out["logits"], tokens, self.temperature,
-                                           entropy_grad=bool(algo.entropy_coef) and not frozen)
+        tokens = batch.tokens[rows, :width]
+        m = inputs.loss_mask[rows, :width] > 0
+        # logits only where the loss reads them (the positions before the loss tokens), values
+        # only where a critic loss or metric reads them
+        out = self.forward_at(tokens, m, detach_value=frozen, value_at=self._value_at[rows, :width])
+        logp, ent = token_logprobs(out["logits"], tokens, m, self.temperature, entropy=True,
+                                   entropy_grad=bool(algo.entropy_coef) and not frozen)
         if fill_old:
-            inputs.old_logp[rows] = logp.detach()  # the old weights' log-probs (no step taken yet)
-        m = inputs.loss_mask[rows] > 0
-        base, is_w = self._correction(inputs.old_logp[rows], batch.behavior_logp[rows], m, algo.is_cap)
+            inputs.old_logp[rows, :width] = logp.detach()  # the old weights' log-probs (no step taken yet)
+        base, is_w = self._correction(inputs.old_logp[rows, :width], batch.behavior_logp[rows, :width], m, algo.is_cap)
         ratio = self._ratio(logp, base, m)
-        pg, clipped = ppo_clip_loss(ratio, adv.tokens[rows], algo.clip_low, algo.clip_high, algo.dual_clip)
+        pg, clipped = ppo_clip_loss(ratio, adv.tokens[rows, :width], algo.clip_low, algo.clip_high, algo.dual_clip)
         if is_w is not None:
             pg = pg * is_w
             stats.tokens("is_weight", is_w, m)
@@ -384,7 +442,7 @@ class Trainer:
         if algo.entropy_coef:
             policy_terms = policy_terms - algo.entropy_coef * aggregate(torch.where(m, ent, torch.zeros_like(ent)), w["policy"])
         if inputs.ref_logp is not None:
-            kl = kl_estimate(logp, inputs.ref_logp[rows], algo.kl_kind)
+            kl = kl_estimate(logp, inputs.ref_logp[rows, :width], algo.kl_kind)
             kl = torch.where(m, kl, torch.zeros_like(kl))
             stats.tokens("kl_ref", kl, m)
             if algo.kl_coef:
@@ -397,7 +455,7 @@ class Trainer:
             loss = loss + term
             stats.step_part("value_loss", logged)
         if fitted is not None and out["values"] is not None:
-            fitted[rows] = shift_values(out["values"].detach())
+            fitted[rows, :width] = shift_values(out["values"].detach())
         return loss
 
     # ----- checkpointing ----------------------------------------------------------------------
@@ -407,6 +465,16 @@ class Trainer:
     def load_state_dict(self, state: dict) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates_done = int(state["updates_done"])
+
+
+def value_positions(batch: Batch) -> Tensor:
+    """``[R, T]`` bool: the positions whose critic value anything reads: the position before every
+    sampled token (``V`` of the state a decision point's token was chosen in, for either
+    ``value_level``) and a truncated segment's ``bootstrap_index`` (V(next state))."""
+    at = F.pad(batch.action_mask[:, 1:] > 0, (0, 1))
+    rows = torch.nonzero(batch.bootstrap_index >= 0, as_tuple=True)[0]
+    at[rows, batch.bootstrap_index[rows]] = True
+    return at
 
 
 def agg_weight_shift(batch: Batch) -> float:
@@ -431,5 +499,5 @@ def frozen_copy(model: PolicyModel) -> PolicyModel:
     return ref
 
 
-__all__ = ["Advantages", "LR_SCHEDULES", "OFF_POLICY_CORRECTIONS", "RATIO_KINDS", "TRAINERS", "Trainer",
-           "UpdateInputs", "UpdateRecord", "UpdateStats", "agg_weight_shift", "frozen_copy", "make_trainer", "register"]
+__all__ = ["Advantages", "LR_SCHEDULES", "SPLIT_COST_KEYS", "OFF_POLICY_CORRECTIONS", "RATIO_KINDS", "TRAINERS", "Trainer",
+           "UpdateInputs", "UpdateRecord", "UpdateStats", "agg_weight_shift", "value_positions", "frozen_copy", "make_trainer", "register"]

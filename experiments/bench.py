@@ -196,6 +196,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "envs": Subcommand("env steps/s next to FrozenLake-v1, and the ratio", add_envs_arguments, run_envs),
     "train": Subcommand("training throughput next to raw-torch bounds (experiments/bench_train.py)",
                         lazy("experiments.bench_train", "add_arguments"), lazy("experiments.bench_train", "run")),
+    "e2e": Subcommand("end-to-end training tokens/s, current tree vs a baseline tree (experiments/bench_e2e.py)",
+                      lazy("experiments.bench_e2e", "add_arguments"), lazy("experiments.bench_e2e", "run")),
 }
 
 

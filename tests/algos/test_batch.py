@@ -1,6 +1,9 @@
 """The data model: context layout, action mask, collation, per-trajectory decision layout."""
 
+import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from algos.batch import ContextBuilder, Trajectory, action_layout, collate
 from envs.tokenizer import get_tokenizer
@@ -75,3 +78,47 @@ def test_observation_is_cut_from_the_front_to_fit():
     ids = b.start_segment(list(range(100, 120)), "reset", room=3)
     # room for [BOS] obs [SEP] + 3 more: obs keeps its last 10 - 2 - 3 = 5 ids
     assert ids == [BOS, 115, 116, 117, 118, 119, SEP]
+
+
+def test_length_buckets_hand_computed():
+    """lengths [10, 100, 12, 98], overhead 50: {10, 12} + {98, 100} costs 2*50 + 2*12 + 2*100 = 324,
+    less than one slice (50 + 4*100 = 450), four slices (4*50 + 220 = 420) or {10, 12, 98} + {100}
+    (2*50 + 3*98 + 100 = 494)."""
+    from algos.batch import length_buckets
+
+    lengths = torch.tensor([10, 100, 12, 98])
+    got = length_buckets(lengths, max_rows=4, overhead=50)
+    assert [s.tolist() for s in got] == [[0, 2], [3, 1]]
+    assert [s.tolist() for s in length_buckets(lengths, max_rows=1, overhead=50)] == [[0], [2], [3], [1]]
+    # overhead 1000, at most 3 rows: two slices (2000 +): {10} + {12, 98, 100} = 10 + 300 = 310,
+    # {10, 12} + {98, 100} = 24 + 200 = 224, {10, 12, 98} + {100} = 294 + 100 = 394
+    assert [s.tolist() for s in length_buckets(lengths, max_rows=3, overhead=1000)] == [[0, 2], [3, 1]]
+    assert length_buckets(torch.tensor([], dtype=torch.long), 4) == []
+    with pytest.raises(ValueError, match="max_rows=0"):
+        length_buckets(lengths, 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 60), min_size=1, max_size=8), st.integers(1, 8), st.integers(0, 100))
+def test_length_buckets_is_an_optimal_partition(lengths, max_rows, overhead):
+    """Every row exactly once, at most max_rows per slice, and the cost equals the brute-force
+    minimum over all partitions of the sorted rows into consecutive runs."""
+    import itertools
+
+    from algos.batch import length_buckets
+
+    got = length_buckets(torch.tensor(lengths), max_rows, overhead)
+    flat = sorted(i for s in got for i in s.tolist())
+    assert flat == list(range(len(lengths))) and all(len(s) <= max_rows for s in got)
+    cost = sum(overhead + len(s) * max(lengths[i] for i in s.tolist()) for s in got)
+    ls = sorted(lengths)
+    n = len(ls)
+    best = None
+    for cuts in itertools.product([False, True], repeat=n - 1):
+        bounds = [0] + [i + 1 for i, c in enumerate(cuts) if c] + [n]
+        runs = list(zip(bounds[:-1], bounds[1:]))
+        if any(b - a > max_rows for a, b in runs):
+            continue
+        c = sum(overhead + (b - a) * ls[b - 1] for a, b in runs)
+        best = c if best is None else min(best, c)
+    assert cost == best

@@ -106,3 +106,97 @@ def test_count_params_matmul_only():
     # ln_f 16; tied LM head / token table 10*8 = 80 (counted once); position table 4*8 left out
     assert count_params(m) == 872 + 16 + 80
     assert count_params(m, matmul_only=False) == 872 + 16 + 80 + 32
+
+
+def test_packed_step_equals_the_padded_reference_path():
+    """The packed cached forward (per-token layers on real tokens only, one-token rows attending
+    over the whole cache, multi-token rows over their own rows) gives the padded path's logits and
+    cache, over random ragged steps with idle rows and a ``rows`` subset."""
+    model = _model()
+    g = torch.Generator().manual_seed(4)
+    packed, padded = model.new_cache(5), model.new_cache(5)
+    for step in range(6):
+        n = torch.randint(0, 5, (5,), generator=g)
+        n[step % 5] = 1  # always a one-token row next to the others
+        rows = None
+        if step == 3:  # a subset of rows, out of order
+            rows, n = torch.tensor([4, 1]), torch.tensor([3, 1])
+        inp = torch.randint(0, 50, (len(n), int(n.max())), generator=g)
+        a = model.step_last(packed, inp, n, rows=rows)
+        b = model.step_last_padded(padded, inp, n, rows=rows)
+        live = n > 0
+        torch.testing.assert_close(a[live], b[live], atol=1e-5, rtol=1e-5)
+        assert torch.equal(packed.lengths, padded.lengths)
+    for layer in range(2):
+        for row in range(5):
+            t = int(packed.lengths[row])
+            torch.testing.assert_close(packed.k[layer][row, :, :t], padded.k[layer][row, :, :t], atol=1e-6, rtol=1e-5)
+            torch.testing.assert_close(packed.v[layer][row, :, :t], padded.v[layer][row, :, :t], atol=1e-6, rtol=1e-5)
+
+
+def test_logits_at_wanted_tokens_equal_the_full_forward():
+    """``forward_at`` + ``token_logprobs`` (logits only before the wanted tokens) give the full
+    forward's ``shift_logprobs_entropy`` there and 0 elsewhere; values are the full ones."""
+    from algos.policy import shift_logprobs_entropy, token_logprobs
+
+    model = _model(critic="head")
+    g = torch.Generator().manual_seed(2)
+    tokens = torch.randint(0, 50, (3, 17), generator=g)
+    want = torch.rand(3, 17, generator=g) > 0.6
+    want[:, 0] = False
+    logits, values = model(tokens)
+    full_lp, full_ent = shift_logprobs_entropy(logits, tokens, 0.7)
+    sel, sel_values = model.forward_at(tokens, want)
+    assert sel.shape == (int(want.sum()), 50)
+    lp, ent = token_logprobs(sel, tokens, want, 0.7, entropy=True)
+    torch.testing.assert_close(lp[want], full_lp[want], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ent[want], full_ent[want], atol=1e-5, rtol=1e-5)
+    assert (lp[~want] == 0).all() and (ent[~want] == 0).all()
+    torch.testing.assert_close(sel_values, values)
+    # gradients flow to the policy through the selected log-probs only
+    lp.sum().backward()
+    assert model.lm_head.weight.grad is not None
+    with pytest.raises(ValueError, match="want"):
+        model.forward_at(tokens, torch.ones_like(want))
+
+
+def test_inverse_cdf_sampling_matches_the_distribution():
+    """``sample_categorical``: frequencies over 40 000 draws within 4 binomial standard errors of
+    p = softmax([0, ln 2, ln 5, -inf]) = [1/8, 2/8, 5/8, 0]; a zero-probability token is never
+    drawn; the same generator seed gives the same draws."""
+    from algos.policy import sample_categorical
+
+    logp = torch.log(torch.tensor([[1.0, 2.0, 5.0, 0.0]]) / 8).expand(40_000, 4)
+    draws = sample_categorical(logp, torch.Generator().manual_seed(0))
+    freq = torch.bincount(draws, minlength=4).double() / 40_000
+    p = torch.tensor([1 / 8, 2 / 8, 5 / 8, 0.0], dtype=torch.float64)
+    se = (p * (1 - p) / 40_000).sqrt()  # e.g. 1/8: sqrt(0.125 * 0.875 / 40000) = 0.00165
+    assert ((freq - p).abs() <= 4 * se + 1e-12).all(), freq
+    assert freq[3] == 0
+    assert torch.equal(draws, sample_categorical(logp, torch.Generator().manual_seed(0)))
+
+
+def test_trunk_keep_equals_the_full_forward_at_the_kept_positions():
+    """``Trunk(tokens, keep)`` (last block only at the kept positions) equals the full forward
+    there, gradients included; ``ValueModel(tokens, at)`` likewise with 0 elsewhere."""
+    torch.manual_seed(0)
+    shape = PolicyShape(vocab_size=50, d_model=32, n_layers=2, n_heads=4, max_len=40)
+    critic = ValueModel(shape)
+    nn_init = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        critic.head.weight.normal_(generator=nn_init)
+    g = torch.Generator().manual_seed(3)
+    tokens = torch.randint(0, 50, (4, 23), generator=g)
+    keep = torch.rand(4, 23, generator=g) > 0.7
+    keep[2] = False  # a row with nothing kept
+    keep[0, 0] = keep[3, 22] = True
+    full = critic.trunk(tokens)
+    part = critic.trunk(tokens, keep=keep)
+    torch.testing.assert_close(part, full[keep], atol=1e-5, rtol=1e-5)
+    w = torch.randn(part.shape, generator=g)
+    (ga,) = torch.autograd.grad((part * w).sum(), critic.trunk.blocks[0].qkv.weight)
+    (gb,) = torch.autograd.grad((full[keep] * w).sum(), critic.trunk.blocks[0].qkv.weight)
+    torch.testing.assert_close(ga, gb, atol=1e-5, rtol=1e-4)
+    vals = critic(tokens, at=keep)
+    torch.testing.assert_close(vals[keep], critic(tokens)[keep], atol=1e-5, rtol=1e-5)
+    assert (vals[~keep] == 0).all()
