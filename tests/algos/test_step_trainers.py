@@ -206,5 +206,8 @@ def test_one_update_changes_parameters_and_micro_batches_accumulate(name):
         assert metrics["train/trajectories"] == 4 and metrics["train/grad_norm"] > 0
         assert "train/adv_zero_frac" in metrics
     assert any(not torch.equal(p, q) for p, q in zip(params[64].parameters(), m0.parameters()))
+    # length-bucketed slices sum the same loss in another float order; AdamW's first step
+    # (g / sqrt(g^2)) amplifies that rounding on near-zero gradients to ~1e-5 of lr 1e-2 (the
+    # gradients agree to ~1e-7): the tolerance of test_grpo's accumulation test
     for p, q in zip(params[64].parameters(), params[1].parameters()):
-        torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4)
