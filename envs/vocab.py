@@ -75,7 +75,7 @@ COMPRESSION_WORDS: list[str] = [
 # in ``all_words`` so adding them kept every earlier id.
 PAIRFIX_WORDS: list[str] = [
     "agent", "b", "send", "sent", "message", "file", "by", "wait", "bug", "mine", "yours", "both",
-    "fixed", "ask", "you", "me", "help",
+    "fixed", "ask", "you", "me", "help", "WORDS",
 ]
 
 
