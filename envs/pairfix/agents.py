@@ -21,10 +21,28 @@ _RANDOM_WORDS = ("ls", "view", "main", "tests", "edit", "1", "2", "+", "-", "run
 class PairOracle:
     """Knows its own file's fix (``PairTask.oracle_actions``), never the other's: applies its
     fixes one per turn, sends ``fixed`` once, then runs the tests until they report ``0 failed``
-    and submits. A timed-out action is retried."""
+    and submits. A timed-out action is retried.
+
+    ``mistake_rate`` (noisy demonstrations): each fix is, with that probability, replaced by a
+    wrong edit of the same line (``edit LINE OLD WRONG``: the bug stays, the episode usually
+    fails), and ``send fixed`` by ``send wait``."""
+
+    def __init__(self, mistake_rate: float = 0.0) -> None:
+        if not 0.0 <= mistake_rate <= 1.0:
+            raise ValueError(f"mistake_rate={mistake_rate!r} invalid; allowed: a probability in [0, 1]")
+        self.mistake_rate = mistake_rate
 
     def reset(self, env: PairFixEnv, name: str, seed: int | None = None) -> None:
-        self._plan = list(env.task.oracle_actions(name)) + ["send fixed"]
+        rng = np.random.default_rng([seed or 0, AGENTS.index(name), 17])
+        plan = list(env.task.oracle_actions(name)) + ["send fixed"]
+        for k, action in enumerate(plan):
+            if rng.random() < self.mistake_rate:
+                words = action.split(" ")
+                if words[0] == "edit":
+                    plan[k] = " ".join(words[:3] + ["0" if words[3] != "0" else "1"])
+                elif words[0] == "send":
+                    plan[k] = "send wait"
+        self._plan = plan
         self._last = ""
 
     def act(self, observation: str) -> str:

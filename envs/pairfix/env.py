@@ -90,8 +90,8 @@ class PairFixEnv:
     ``max_turns`` (truncation) or ``turn_limit`` (termination) when both agents used
     ``max_turns`` turns each. Final ``infos[agent]`` also has ``stop_reason``, ``train_reward``,
     ``verified``, ``masked``, ``visible_pass_rate``, ``hidden_pass_rate``, ``eval_pass_rate``,
-    ``file_fixed`` (agent -> its file computes its reference's outputs on the program's
-    evaluation inputs) and ``bug_in``.
+    ``file_fixed_a`` / ``file_fixed_b`` (that file computes its reference's outputs on the
+    program's evaluation inputs, the other file taken as its reference) and ``bug_in``.
 
     ## Arguments
     ``difficulty`` and ``**knobs``: BugFix's (``envs/bugfix/config.py``); ``max_turns`` means turns
@@ -195,6 +195,11 @@ class PairFixEnv:
             text += f"\nturns left : {self.config.max_turns - self._turns[agent]}"
         return text
 
+    def cumulative_reward(self, agent: str) -> float:
+        """``agent``'s reward summed since the start of its last action (0 before it acted)."""
+        self._check_agent(agent)
+        return self._cumulative_rewards[agent]
+
     def last(self, observe: bool = True):
         """``(observation, cumulative reward, termination, truncation, info)`` of ``agent_selection``."""
         a = self.agent_selection
@@ -271,7 +276,8 @@ class PairFixEnv:
             rule = rule_for(self._stop)
             program = (self._files["a"], self._files["b"])
             info.update(stop_reason=self._stop.value, masked=rule.masked, train_reward=self._train_reward,
-                        visible_pass_rate=self._visible_pass_rate(), file_fixed=self._file_fixed())
+                        visible_pass_rate=self._visible_pass_rate(),
+                        **{f"file_fixed_{a}": ok for a, ok in self._file_fixed().items()})
             if rule.masked:
                 info.update(verified=None, hidden_pass_rate=None, eval_pass_rate=None)
             else:

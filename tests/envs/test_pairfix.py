@@ -177,4 +177,4 @@ def test_trap_voids_the_team_reward():
         env.step("ls")  # a
     env.step("submit")
     assert env.infos["a"]["stop_reason"] == "submitted_voided" and env.infos["a"]["verified"] == 0
-    assert env.infos["a"]["file_fixed"] == {"a": True, "b": True}
+    assert env.infos["a"]["file_fixed_a"] and env.infos["a"]["file_fixed_b"]
