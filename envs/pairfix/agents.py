@@ -19,13 +19,14 @@ _RANDOM_WORDS = ("ls", "view", "main", "tests", "edit", "1", "2", "+", "-", "run
 
 
 class PairOracle:
-    """Knows its own file's fix (``PairTask.oracle_actions``), never the other's: applies its
-    fixes one per turn, sends ``fixed`` once, then runs the tests until they report ``0 failed``
-    and submits. A timed-out action is retried.
+    """Knows whether its own file has a bug and its fix (``PairTask.oracle_actions``), never the
+    other's file. With a bug: ``run_tests`` (the hint names its line), ``view main``, the fixes,
+    ``send fixed``; without: ``run_tests``, ``send bug yours``. Then it runs the tests until they
+    report ``0 failed`` and submits. A timed-out action is retried.
 
     ``mistake_rate`` (noisy demonstrations): each fix is, with that probability, replaced by a
     wrong edit of the same line (``edit LINE OLD WRONG``: the bug stays, the episode usually
-    fails), and ``send fixed`` by ``send wait``."""
+    fails), and each message by ``send wait``."""
 
     def __init__(self, mistake_rate: float = 0.0) -> None:
         if not 0.0 <= mistake_rate <= 1.0:
@@ -34,7 +35,8 @@ class PairOracle:
 
     def reset(self, env: PairFixEnv, name: str, seed: int | None = None) -> None:
         rng = np.random.default_rng([seed or 0, AGENTS.index(name), 17])
-        plan = list(env.task.oracle_actions(name)) + ["send fixed"]
+        fixes = list(env.task.oracle_actions(name))
+        plan = ["run_tests", "view main", *fixes, "send fixed"] if fixes else ["run_tests", "send bug yours"]
         for k, action in enumerate(plan):
             if rng.random() < self.mistake_rate:
                 words = action.split(" ")
