@@ -14,10 +14,11 @@ evaluation on held-out tasks. Deterministic on CPU for a given ``PairConfig``.
 from __future__ import annotations
 
 import argparse
-import copy
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
 from functools import partial
+from pathlib import Path
 
 import torch
 
@@ -43,16 +44,16 @@ class PairConfig:
     d_model: int = 32
     n_layers: int = 1
     n_heads: int = 2
-    max_len: int = 256
+    max_len: int = 384
     max_action_tokens: int = 12
     temperature: float = 1.0
     train_tasks: int = 24  # task indices 0..train_tasks-1 of the train split
     updates: int = 4
     episodes_per_update: int = 16
     num_envs: int = 16
-    demos: int = 48
+    demos: int = 64
     demo_noise: float = 0.3
-    bc_epochs: int = 30
+    bc_epochs: int = 60
     bc_lr: float = 3e-3
     eval_episodes: int = 24
     seed: int = 0
@@ -103,8 +104,37 @@ def build_learner(c: PairConfig) -> PairLearner:
     return PairLearner(trainers, frozen=c.frozen)
 
 
-def warm_start(policies: dict, c: PairConfig) -> None:
-    """Behaviour cloning of each agent's policy on its side of noisy-oracle pair demos."""
+WARMSTART_DIR = Path(__file__).resolve().parents[1] / ".cache" / "agentrl" / "pair_warmstart"
+
+
+def warmstart_key(c: PairConfig, shared: bool) -> str:
+    """Hash of everything the warm start depends on (shape, vocabulary, env, demos, BC, seed)."""
+    blob = {k: getattr(c, k) for k in ("env_kwargs", "d_model", "n_layers", "n_heads", "max_len", "max_action_tokens",
+                                        "temperature", "train_tasks", "num_envs", "demos", "demo_noise", "bc_epochs",
+                                        "bc_lr", "seed")}
+    blob.update(shared=shared, vocab=get_tokenizer().id_to_token)
+    return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def warm_start(policies: dict, c: PairConfig, cache: bool = True) -> None:
+    """Behaviour cloning of each agent's policy on its side of noisy-oracle pair demos; the
+    weights are cached under ``WARMSTART_DIR/<warmstart_key>`` (``cache=False``: always rebuild)."""
+    shared = policies["a"] is policies["b"]
+    path = WARMSTART_DIR / warmstart_key(c, shared)
+    owners = ("a",) if shared else AGENTS
+    if cache and all((path / f"policy_{a}.pt").exists() for a in owners):
+        for a in owners:
+            policies[a].load_state_dict(torch.load(path / f"policy_{a}.pt", weights_only=True))
+            policies[a].eval()
+        return
+    _behaviour_clone_pair(policies, c)
+    if cache:
+        path.mkdir(parents=True, exist_ok=True)
+        for a in owners:
+            torch.save(policies[a].state_dict(), path / f"policy_{a}.pt")
+
+
+def _behaviour_clone_pair(policies: dict, c: PairConfig) -> None:
     engine = PairRolloutEngine(c.num_envs, c.max_len, c.max_action_tokens, c.temperature, c.env_kwargs)
     demo = partial(PairOracle, c.demo_noise)
     episodes = engine.collect({a: demo for a in AGENTS}, pair_requests(c.demos, 10_000 + c.seed,

@@ -22,16 +22,18 @@ class PairOracle:
     """Knows whether its own file has a bug and its fix (``PairTask.oracle_actions``), never the
     other's file. With a bug: ``run_tests`` (the hint names its line), ``view main``, the fixes,
     ``send fixed``; without: ``run_tests``, ``send bug yours``. Then it runs the tests until they
-    report ``0 failed`` and submits. A timed-out action is retried.
+    report ``0 failed`` and submits; after ``patience`` test runs that still fail it submits
+    anyway (a terminated failure). A timed-out action is retried.
 
     ``mistake_rate`` (noisy demonstrations): each fix is, with that probability, replaced by a
     wrong edit of the same line (``edit LINE OLD WRONG``: the bug stays, the episode usually
     fails), and each message by ``send wait``."""
 
-    def __init__(self, mistake_rate: float = 0.0) -> None:
+    def __init__(self, mistake_rate: float = 0.0, patience: int = 3) -> None:
         if not 0.0 <= mistake_rate <= 1.0:
             raise ValueError(f"mistake_rate={mistake_rate!r} invalid; allowed: a probability in [0, 1]")
         self.mistake_rate = mistake_rate
+        self.patience = patience
 
     def reset(self, env: PairFixEnv, name: str, seed: int | None = None) -> None:
         rng = np.random.default_rng([seed or 0, AGENTS.index(name), 17])
@@ -46,6 +48,7 @@ class PairOracle:
                     plan[k] = "send wait"
         self._plan = plan
         self._last = ""
+        self._failed_runs = 0
 
     def act(self, observation: str) -> str:
         first = observation.split("\n")[0]
@@ -56,7 +59,9 @@ class PairOracle:
         elif first.startswith("tests :") and " 0 failed" in first:
             self._last = "submit"
         else:
-            self._last = "run_tests"
+            if first.startswith("tests :"):
+                self._failed_runs += 1
+            self._last = "submit" if self._failed_runs >= self.patience else "run_tests"
         return self._last
 
 

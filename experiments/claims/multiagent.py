@@ -86,7 +86,7 @@ def _success(episodes: list[dict]) -> tuple[int, int]:
 
 
 def measure_c22(seed: int = 0, updates: int = 3, episodes_per_update: int = 16, eval_episodes: int = 24,
-                demos: int = 32, bc_epochs: int = 12, fit_episodes: int = 24, heldout_episodes: int = 24,
+                demos: int = 64, bc_epochs: int = 60, fit_episodes: int = 24, heldout_episodes: int = 24,
                 critic_updates: int = 8, n_boot: int = 200, d_model: int = 32) -> dict:
     """The C22 numbers (see the module docstring); flat keys ``c22_*``."""
     t0 = time.perf_counter()
@@ -94,7 +94,7 @@ def measure_c22(seed: int = 0, updates: int = 3, episodes_per_update: int = 16, 
     rng = np.random.default_rng(seed)
     c = PairConfig(algo="ppo_independent", seed=seed, updates=updates, episodes_per_update=episodes_per_update,
                    eval_episodes=eval_episodes, demos=demos, bc_epochs=bc_epochs, d_model=d_model,
-                   algo_fields={**PairConfig().algo_fields, "lr": 3e-4})
+                   algo_fields={**PairConfig().algo_fields, "lr": 1e-3})
     shape = PolicyShape(vocab_size=tok.vocab_size, d_model=c.d_model, n_layers=c.n_layers, n_heads=c.n_heads,
                         max_len=c.max_len)
     torch.manual_seed(seed)
