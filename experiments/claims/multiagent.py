@@ -87,7 +87,8 @@ def _success(episodes: list[dict]) -> tuple[int, int]:
 
 def measure_c22(seed: int = 0, updates: int = 3, episodes_per_update: int = 16, eval_episodes: int = 24,
                 demos: int = 64, bc_epochs: int = 60, fit_episodes: int = 24, heldout_episodes: int = 24,
-                critic_updates: int = 8, n_boot: int = 200, d_model: int = 32) -> dict:
+                critic_updates: int = 8, n_boot: int = 200, d_model: int = 32, critic_lr: float = 1e-3,
+                critic_epochs: int = 2) -> dict:
     """The C22 numbers (see the module docstring); flat keys ``c22_*``."""
     t0 = time.perf_counter()
     tok = get_tokenizer()
@@ -144,7 +145,7 @@ def measure_c22(seed: int = 0, updates: int = 3, episodes_per_update: int = 16, 
     diff = draws["training"] - draws["frozen"]
     out["c22_msg_tv_diff"] = out["c22_msg_tv_training"] - out["c22_msg_tv_frozen"]
     out["c22_msg_tv_diff_lo"], out["c22_msg_tv_diff_hi"] = float(np.quantile(diff, 0.025)), float(np.quantile(diff, 0.975))
-    out.update(critic_explained_variance(c, seed, fit_episodes, heldout_episodes, critic_updates))
+    out.update(critic_explained_variance(c, seed, fit_episodes, heldout_episodes, critic_updates, critic_lr, critic_epochs))
     out["c22_eval_episodes"] = c.eval_episodes
     out["c22_updates"] = updates
     out["c22_seconds"] = time.perf_counter() - t0
@@ -152,7 +153,7 @@ def measure_c22(seed: int = 0, updates: int = 3, episodes_per_update: int = 16, 
 
 
 def critic_explained_variance(c: PairConfig, seed: int, fit_episodes: int, heldout_episodes: int,
-                              critic_updates: int) -> dict:
+                              critic_updates: int, critic_lr: float = 1e-3, critic_epochs: int = 2) -> dict:
     """Held-out EV of centralized vs local critics fitted on the same scripted episodes."""
     tok = get_tokenizer()
     engine = PairRolloutEngine(c.num_envs, c.max_len, c.max_action_tokens, c.temperature, c.env_kwargs)
@@ -164,7 +165,8 @@ def critic_explained_variance(c: PairConfig, seed: int, fit_episodes: int, heldo
         for t in ep.values():
             if t is not None:
                 t.temperature = c.temperature  # scripted demos scored as samples (the policy is frozen anyway)
-    algo = PairConfig(algo_fields={**c.algo_fields, "lr": 1e-3, "value_warmup_updates": 10**9, "epochs": 2}).algo_config()
+    algo = PairConfig(algo_fields={**c.algo_fields, "lr": critic_lr, "value_warmup_updates": 10**9,
+                                         "epochs": critic_epochs}).algo_config()
     out: dict = {}
     for kind, name, length in (("central", "ppo_ctde", 2 * c.max_len + 2), ("local", "ppo_independent", c.max_len)):
         evs = []
