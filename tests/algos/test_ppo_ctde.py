@@ -156,3 +156,19 @@ def test_pair_rollout_metrics_hand_counted(oracle_episodes):
     assert m["agent_a/rollout/messages_sent"] == sends / n
     # every oracle agent sends exactly one message per episode unless the episode ended first
     assert 0 < sends <= n
+
+
+@pytest.mark.parametrize("algo", ["ppo_ctde", "ppo_independent"])
+def test_train_pair_runs_end_to_end_from_one_call(algo, tmp_path, monkeypatch):
+    import experiments.train_pair as tp
+
+    monkeypatch.setattr(tp, "WARMSTART_DIR", tmp_path)
+    c = PairConfig(algo=algo, d_model=16, demos=4, bc_epochs=1, updates=1, episodes_per_update=4, num_envs=4,
+                   eval_episodes=2, train_tasks=4)
+    out = tp.train_pair(c)
+    assert len(out["updates"]) == 1
+    m = out["updates"][0]
+    assert {"agent_a/train/policy_loss", "agent_b/train/policy_loss", "agent_a/critic/explained_variance_in_batch",
+            "rollout/success"} <= set(m)
+    assert out["end"]["rollout/episodes"] == 2
+    assert len(list(tmp_path.glob("*/policy_*.pt"))) == 2  # the warm start was cached, one file per agent
