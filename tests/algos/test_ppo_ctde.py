@@ -158,6 +158,7 @@ def test_pair_rollout_metrics_hand_counted(oracle_episodes):
     assert 0 < sends <= n
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["ppo_ctde", "ppo_independent"])
 def test_train_pair_runs_end_to_end_from_one_call(algo, tmp_path, monkeypatch):
     import experiments.train_pair as tp

@@ -64,6 +64,7 @@ def test_tiny_run_numbers_are_consistent(tiny):
     assert 0.0 < d["c22_heldout_success"] < 1.0  # noisy oracle data: both outcomes present
 
 
+@pytest.mark.slow
 def test_tiny_run_is_deterministic(tiny):
     again = measure_c22(seed=0, updates=1, episodes_per_update=4, eval_episodes=6, demos=8, bc_epochs=1,
                         fit_episodes=6, heldout_episodes=6, critic_updates=1, n_boot=50, d_model=16)
