@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 
 # modules whose import registers the built-in trainers
-BUILTIN_MODULES = ("algos.grpo", "algos.ppo", "algos.rloo", "algos.gigpo", "algos.grpo_process")
+BUILTIN_MODULES = ("algos.grpo", "algos.ppo", "algos.rloo", "algos.gigpo", "algos.grpo_process", "algos.ppo_ctde")
 
 # algorithm name -> Trainer subclass (filled by ``register``)
 TRAINERS: dict[str, type] = {}

@@ -13,6 +13,10 @@ import gymnasium
 BUGFIX_ID = "agentrl/BugFix-v1"
 LONG_HORIZON_ID = "agentrl/LongHorizon-v1"
 ENV_IDS = (BUGFIX_ID, LONG_HORIZON_ID)
+# Two-agent envs (PettingZoo-AEC-like API, not gymnasium.Env: gymnasium.make refuses them); build
+# one with ``envs.make_multi_agent``.
+PAIRFIX_ID = "agentrl/PairFix-v1"
+MULTI_AGENT_ENVS = {PAIRFIX_ID: "envs.pairfix:PairFixEnv"}
 
 for _env_id, _entry_point in (
     (BUGFIX_ID, "envs.bugfix:BugFixEnv"),
@@ -34,3 +38,13 @@ def make(env_id: str, compression: dict | None = None, **env_kwargs) -> gymnasiu
 
         env = ContextCompression(env, **compression)
     return env
+
+
+def make_multi_agent(env_id: str, **env_kwargs):
+    """The two-agent env ``env_id`` (a key of ``MULTI_AGENT_ENVS``) built with ``env_kwargs``."""
+    if env_id not in MULTI_AGENT_ENVS:
+        raise ValueError(f"unknown multi-agent env id {env_id!r}; allowed: {', '.join(MULTI_AGENT_ENVS)}")
+    import importlib
+
+    module, cls = MULTI_AGENT_ENVS[env_id].split(":")
+    return getattr(importlib.import_module(module), cls)(**env_kwargs)

@@ -71,12 +71,23 @@ COMPRESSION_WORDS: list[str] = [
 ]
 
 
+# Owned by envs/pairfix/ (agent names, the send tool, message words). Listed AFTER the integers
+# in ``all_words`` so adding them kept every earlier id.
+PAIRFIX_WORDS: list[str] = [
+    "agent", "b", "send", "sent", "message", "file", "by", "wait", "bug", "mine", "yours", "both",
+    "fixed", "ask", "you", "me", "help", "WORDS",
+]
+
+
 def all_words() -> list[str]:
-    """Every non-special word in vocabulary order (first occurrence wins, integers last)."""
+    """Every non-special word in vocabulary order (first occurrence wins; integers, then the
+    PairFix words, last)."""
     seen: dict[str, None] = {}
     for word in COMMON_WORDS + BUGFIX_WORDS + LONG_HORIZON_WORDS + COMPRESSION_WORDS:
         seen.setdefault(word, None)
     low, high = INTEGER_RANGE
     for n in range(low, high + 1):
         seen.setdefault(str(n), None)
+    for word in PAIRFIX_WORDS:
+        seen.setdefault(word, None)
     return list(seen)

@@ -1,0 +1,237 @@
+"""Two learning agents: PPO with a centralized critic (``ppo_ctde``) and independent PPO
+(``ppo_independent``), for PairFix rollouts (``algos.pair_rollout``).
+
+Centralized training, decentralized execution (CTDE, as in MADDPG / MAPPO):
+
+- **actors**: each agent's policy reads only its own context (the rows of its
+  ``PairTrajectory``s); nothing of the other agent's private context enters its forward, so
+  acting needs no joint information;
+- **centralized critic** (``ppo_ctde``): a ``ValueModel`` over the joint state of each decision
+  point (``PairTrajectory.joint_points``: own context + the other's context + [SEP], so both
+  files as far as viewed, both action histories, every message and test result), used only at
+  training time. Its values replace the local ones in PPO's GAE, which runs per agent over
+  that agent's own decision points (one per turn, ``value_level=turn``):
+
+      delta_k = r_k + gamma * V_c(s_{k+1}) * (1 - terminated_k) - V_c(s_k)
+      A_k     = delta_k + gamma * lam * (1 - done_k) * A_{k+1}
+
+  with ``s_k`` the joint state at the agent's ``k``-th turn and ``V_c(s_{K})`` of a truncated end
+  read on the joint state after the final observation (``joint_bootstrap``). Everything else
+  (the GAE layout and its boundary flags, the clipped losses, aggregation, metrics) is
+  ``algos.ppo.PPOTrainer``'s, by subclassing: this module only swaps where values come from;
+- **local critics** (``ppo_independent``): plain PPO per agent, its critic on its own context.
+
+``PairLearner`` holds one trainer per agent (``shared_policy=False``: own policy and own critic
+each; with ``ppo_ctde`` each agent's critic is centralized, as MADDPG's per-agent critics) or
+one trainer for both (``shared_policy=True``: one policy and one critic; the agent id is the
+token after ``agent`` in the first observation of every context, ``task : agent a ...``).
+Its metrics are namespaced per agent: ``agent_a/<key>`` and ``agent_b/<key>`` for every trainer
+metric of that agent's update and for the rollout metrics of ``pair_rollout_metrics``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from algos.batch import Batch
+from algos.compute import attention_flops
+from algos.metrics import explained_variance
+from algos.ppo import PPOTrainer
+from algos.registry import register
+from algos.trainer import Advantages, UpdateInputs
+from envs.pairfix import AGENTS
+
+CTDE_ALGOS = ("ppo_ctde", "ppo_independent")
+
+
+@dataclass
+class JointInputs:
+    """The centralized critic's inputs of one batch: ``P`` joint states, each placed at the raw
+    value position its value is read at (``turn.start - 1`` of its row, or the row's
+    ``bootstrap_index`` for a truncated end's V(next state))."""
+
+    rows: Tensor  # [P] long, batch row
+    positions: Tensor  # [P] long, raw value position in that row
+    tokens: Tensor  # [P, Tj] long, right-padded joint contexts
+    lengths: Tensor  # [P] long
+
+
+def joint_inputs(batch: Batch) -> JointInputs:
+    """Collect every decision point's joint state (and truncated ends' bootstrap state) of
+    ``batch``. ``ValueError`` when a trajectory has no joint states (not a PairTrajectory) or
+    more than one segment (PairFix has no compression)."""
+    rows, positions, seqs = [], [], []
+    for row in range(batch.num_rows):
+        traj = batch.trajectories[int(batch.row_traj[row])]
+        points = getattr(traj, "joint_points", None)
+        seg = batch.segment(row)
+        if points is None or len(traj.segments) != 1 or len(points) != len(seg.turns):
+            raise ValueError("algo=ppo_ctde needs PairTrajectory rows (one segment, one joint state per turn) "
+                             "from algos.pair_rollout; use algo=ppo for single-agent envs")
+        for turn, ids in zip(seg.turns, points):
+            rows.append(row)
+            positions.append(turn.start - 1)
+            seqs.append(ids)
+        if seg.bootstrap_index is not None and traj.joint_bootstrap is not None:
+            rows.append(row)
+            positions.append(seg.bootstrap_index)
+            seqs.append(traj.joint_bootstrap)
+    lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long)
+    tokens = torch.zeros(len(seqs), int(lengths.max()) if seqs else 1, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        tokens[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+    return JointInputs(torch.tensor(rows, dtype=torch.long), torch.tensor(positions, dtype=torch.long), tokens, lengths)
+
+
+@register("ppo_independent")
+class IndependentPPOTrainer(PPOTrainer):
+    """PPO for one agent with a local critic (its own context only): the CTDE baseline. The
+    update is exactly ``PPOTrainer``'s; the class exists so the name says what runs."""
+
+
+@register("ppo_ctde")
+class CentralCriticPPOTrainer(PPOTrainer):
+    """PPO whose critic (``critic``, a separate ``ValueModel`` with ``max_len`` >= the joint
+    contexts) reads the joint state of each decision point; the policy reads its own context."""
+
+    def __init__(self, algo, policy, critic=None, reference=None, temperature=1.0, meter=None) -> None:
+        if critic is None or policy.value_head is not None:
+            raise ValueError("algo=ppo_ctde needs a separate centralized critic and no value head on the policy: "
+                             "set policy.critic=separate")
+        if algo.value_level != "turn":
+            raise ValueError(f"algo.value_level={algo.value_level!r} invalid for ppo_ctde; allowed: turn "
+                             "(one joint state per decision point)")
+        super().__init__(algo, policy, critic, reference, temperature, meter)
+        self._joint: JointInputs | None = None
+
+    # the actor's forward never touches the critic: decentralized execution
+    def forward(self, tokens: Tensor, detach_value: bool = False) -> dict:
+        logits, _ = self.policy(tokens, detach_value=detach_value)
+        return {"logits": logits, "values": None}
+
+    def _count(self, batch, rows, train, model=None, with_critic=True) -> None:
+        super()._count(batch, rows, train, model=model, with_critic=False)
+
+    def central_raw(self, rows: Tensor, shape: tuple[int, int], grad: bool) -> Tensor:
+        """``[len(rows), T]`` raw values: the centralized critic's value of each joint state of
+        ``rows`` at its position (0 elsewhere); counts the critic's FLOPs."""
+        j = self._joint
+        pick = torch.isin(j.rows, rows)
+        idx = torch.nonzero(pick, as_tuple=True)[0]
+        out = torch.zeros(len(rows), shape[1])
+        if len(idx) == 0:
+            return out
+        tokens, lengths = j.tokens[idx], j.lengths[idx]
+        tokens = tokens[:, : int(lengths.max())]
+        with torch.set_grad_enabled(grad):
+            values = self.critic(tokens)[torch.arange(len(idx)), lengths - 1]
+        local = torch.searchsorted(rows, j.rows[idx])  # rows is sorted (minibatches are sorted)
+        out = out.index_put((local, j.positions[idx]), values)
+        add = self.meter.add_train_step if grad else self.meter.add_forward
+        add(self.n_critic, int(lengths.sum()), attention_flops(self.critic.shape.n_layers, self.critic.shape.d_model, lengths))
+        return out
+
+    def prepare_batch(self, trajectories):
+        prepared = super().prepare_batch(trajectories)
+        if prepared is None:
+            return None
+        batch, inputs = prepared
+        self._joint = joint_inputs(batch)
+        self.critic.eval()
+        inputs.old_values = self.central_raw(torch.arange(batch.num_rows), tuple(batch.tokens.shape), grad=False)
+        self.critic.train()
+        return batch, inputs
+
+    def critic_loss(self, rows: Tensor, values, adv: Advantages, weights: dict):
+        """PPO's clipped value loss on the centralized values of the slice's joint states."""
+        raw = self.central_raw(rows, (len(rows), adv.tokens.shape[1]), grad=True)
+        return super().critic_loss(rows, raw, adv, weights)
+
+    def fit_metrics(self, batch: Batch, adv: Advantages, fitted_values) -> dict:
+        out = {"train/policy_frozen": float(self.policy_frozen())}
+        vm = adv.value_mask > 0
+        if vm.any():
+            self.critic.eval()
+            from algos.policy import shift_values
+
+            fitted = shift_values(self.central_raw(torch.arange(batch.num_rows), tuple(batch.tokens.shape), grad=False))
+            out["critic/explained_variance_in_batch"] = explained_variance(fitted[vm], adv.returns[vm])
+        return out
+
+
+def pair_rollout_metrics(episodes: list[dict]) -> dict:
+    """Per-agent rollout metrics of ``PairRolloutEngine.collect`` output (unmasked episodes):
+
+    - ``agent_X/rollout/success``: the verifier's 0/1 (a team outcome, equal for both agents);
+    - ``agent_X/rollout/success_bug_in_X_only``: the same on tasks whose bug is only in X's file;
+    - ``agent_X/rollout/file_fixed``: X's file computes its reference's outputs at the end;
+    - ``agent_X/rollout/turns``: X's turns per episode; ``messages_sent``: X's ``send`` actions
+      per episode; ``format_error_rate``: X's turns answered ``format_error``;
+    - ``rollout/success`` and ``rollout/episodes`` for the team.
+    """
+    live = [ep for ep in episodes if not any(t is not None and t.masked for t in ep.values())]
+    out: dict = {"rollout/episodes": len(live)}
+    if not live:
+        return out
+
+    def final(ep):
+        t = ep["a"] if ep["a"] is not None else ep["b"]
+        return t.final_info
+
+    out["rollout/success"] = sum(int(final(ep).get("verified") or 0) for ep in live) / len(live)
+    for a in AGENTS:
+        trajs = [ep[a] for ep in live if ep[a] is not None]
+        only = [ep for ep in live if final(ep).get("bug_in") == a]
+        p = f"agent_{a}/rollout/"
+        out[p + "success"] = out["rollout/success"]
+        if only:
+            out[p + "success_bug_in_" + a + "_only"] = sum(int(final(ep).get("verified") or 0) for ep in only) / len(only)
+        out[p + "file_fixed"] = sum(1 for ep in live if final(ep).get(f"file_fixed_{a}")) / len(live)
+        out[p + "turns"] = sum(t.turns for t in trajs) / len(live)
+        out[p + "messages_sent"] = sum(t.messages_sent for t in trajs) / len(live)
+        n_turns = sum(t.turns for t in trajs)
+        errors = sum(1 for t in trajs for seg in t.segments for turn in seg.turns if turn.tool_status == "format_error")
+        out[p + "format_error_rate"] = errors / n_turns if n_turns else 0.0
+    return out
+
+
+class PairLearner:
+    """Trainers for the two agents. ``trainers[agent]`` is the trainer updating ``agent``'s policy
+    (the same object for both agents with ``shared_policy``). ``frozen`` agents are not updated
+    (their policy stays at its start weights: the non-stationarity control of claim C22)."""
+
+    def __init__(self, trainers: dict, frozen: tuple[str, ...] = ()) -> None:
+        bad = [a for a in (*trainers, *frozen) if a not in AGENTS]
+        if bad or set(trainers) != set(AGENTS):
+            raise ValueError(f"trainers must map exactly the agents {AGENTS}; got {sorted(trainers)} (frozen {frozen})")
+        self.trainers = trainers
+        self.frozen = tuple(frozen)
+        self.shared = trainers["a"] is trainers["b"]
+
+    def models(self) -> dict:
+        return {a: t.policy for a, t in self.trainers.items()}
+
+    def update(self, episodes: list[dict]) -> dict:
+        """One update of every non-frozen agent on its own trajectories of ``episodes``; metrics
+        ``agent_X/...`` (trainer and rollout) plus the team ``rollout/...``."""
+        metrics = pair_rollout_metrics(episodes)
+        if self.shared:
+            trajs = [ep[a] for ep in episodes for a in AGENTS if ep[a] is not None and a not in self.frozen]
+            if trajs:
+                m = self.trainers["a"].update(trajs)
+                metrics.update({f"agent_{a}/{k}": v for a in AGENTS if a not in self.frozen for k, v in m.items()})
+            return metrics
+        for a in AGENTS:
+            if a in self.frozen:
+                continue
+            trajs = [ep[a] for ep in episodes if ep[a] is not None]
+            m = self.trainers[a].update(trajs)
+            metrics.update({f"agent_{a}/{k}": v for k, v in m.items()})
+        return metrics
+
+
+__all__ = ["CTDE_ALGOS", "CentralCriticPPOTrainer", "IndependentPPOTrainer", "JointInputs", "PairLearner",
+           "joint_inputs", "pair_rollout_metrics"]

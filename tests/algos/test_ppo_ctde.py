@@ -1,0 +1,175 @@
+"""ppo_ctde / ppo_independent: decentralized execution, the centralized critic's joint input,
+GAE on centralized values, and tiny end-to-end updates on PairFix rollouts."""
+
+from __future__ import annotations
+
+import copy
+from functools import partial
+
+import pytest
+import torch
+
+from algos.advantages import gae
+from algos.pair_rollout import PairRolloutEngine, PairTrajectory, agent_trajectories, pair_requests
+from algos.policy import PolicyModel, PolicyShape, ValueModel
+from algos.ppo import gae_layout
+from algos.ppo_ctde import CentralCriticPPOTrainer, PairLearner, joint_inputs, pair_rollout_metrics
+from algos.registry import make_trainer
+from envs.pairfix.agents import PairOracle
+from envs.tokenizer import get_tokenizer
+from experiments.train_pair import PairConfig
+
+TOK = get_tokenizer()
+MAX_LEN = 256
+
+
+def _models(seed=0):
+    torch.manual_seed(seed)
+    shape = PolicyShape(vocab_size=TOK.vocab_size, d_model=16, n_layers=1, n_heads=2, max_len=MAX_LEN)
+    joint = PolicyShape(vocab_size=TOK.vocab_size, d_model=16, n_layers=1, n_heads=2, max_len=2 * MAX_LEN + 2)
+    critic = ValueModel(joint)
+    torch.nn.init.normal_(critic.head.weight, std=0.5)  # ValueModel zero-inits its head: make values vary
+    return PolicyModel(shape), critic
+
+
+def _algo(**kw):
+    return PairConfig(algo_fields={**PairConfig().algo_fields, **kw}).algo_config()
+
+
+@pytest.fixture(scope="module")
+def oracle_episodes():
+    eng = PairRolloutEngine(8, MAX_LEN, 12, env_kwargs={"difficulty": "easy"})
+    eps = eng.collect({"a": partial(PairOracle, 0.3), "b": partial(PairOracle, 0.3)}, pair_requests(8, 0))
+    for ep in eps:
+        for t in ep.values():
+            if t is not None:
+                t.temperature = 1.0  # scored by the trainer as samples at temperature 1
+    return eps
+
+
+def test_rollout_records_one_joint_state_per_turn_with_both_contexts(oracle_episodes):
+    for ep in oracle_episodes:
+        a, b = ep["a"], ep["b"]
+        assert isinstance(a, PairTrajectory) and a.agent == "a" and b.agent == "b"
+        seg_a, seg_b = a.segments[0], b.segments[0]
+        assert len(a.joint_points) == len(seg_a.turns) == a.turns
+        last = a.joint_points[-1]
+        # own context up to the decision (ends with the SEP before the action) is the prefix ...
+        own = seg_a.tokens[: seg_a.turns[-1].start]
+        assert last[: len(own)] == own
+        # ... followed by b's context so far (without its BOS): b's first observation is in it
+        rest = last[len(own):]
+        b_first_obs = seg_b.tokens[1: seg_b.turns[0].start]
+        assert rest[: len(b_first_obs)] == b_first_obs and rest[-1] == TOK.sep_id
+        assert a.verified == b.verified and a.final_info["stop_reason"] == b.final_info["stop_reason"]
+
+
+def test_decentralized_execution_other_private_context_does_not_change_actor(oracle_episodes):
+    """Changing b's private context (every b token inside a's joint states) leaves a's action
+    distribution (old log-probs of a's rows) unchanged, while the centralized values change."""
+    policy, critic = _models()
+    trainer = make_trainer("ppo_ctde", _algo(), policy, critic=critic)
+    trajs = agent_trajectories(oracle_episodes, "a")
+    tampered = copy.deepcopy(trajs)
+    for t in tampered:
+        own = [t.segments[0].tokens[: turn.start] for turn in t.segments[0].turns]
+        # replace the other agent's part of every joint state by other words of the same length
+        t.joint_points = [o + [TOK.token_to_id["wait"]] * (len(j) - len(o) - 1) + [TOK.sep_id]
+                          for o, j in zip(own, t.joint_points)]
+    b1, in1 = trainer.prepare_batch(trajs)
+    b2, in2 = trainer.prepare_batch(tampered)
+    assert torch.equal(b1.tokens, b2.tokens)
+    assert torch.equal(in1.old_logp, in2.old_logp)  # the actor reads only its own context
+    assert not torch.allclose(in1.old_values, in2.old_values)  # the critic reads the other's too
+
+
+def test_policy_forward_gets_only_own_rows_and_critic_gets_joint_states(oracle_episodes):
+    policy, critic = _models()
+    trainer = make_trainer("ppo_ctde", _algo(), policy, critic=critic)
+    trajs = agent_trajectories(oracle_episodes, "b")
+    batch, inputs = trainer.prepare_batch(trajs)
+    j = joint_inputs(batch)
+    assert int(j.lengths.max()) > batch.tokens.shape[1] // 2  # joint states are longer than one context
+    n_turns = sum(t.turns for t in trajs) + sum(1 for t in trajs if t.joint_bootstrap is not None)
+    assert len(j.rows) == n_turns
+    # the raw value at each point position is the critic's output on that joint state
+    k = 3
+    v = critic(j.tokens[k: k + 1, : int(j.lengths[k])])[0, -1]
+    assert torch.isclose(inputs.old_values[j.rows[k], j.positions[k]], v, atol=1e-6)
+
+
+def test_ctde_gae_runs_on_centralized_values_per_agent(oracle_episodes):
+    """The advantages equal algos.advantages.gae on the layout whose values are the critic's
+    outputs on the joint states (an independent recomputation)."""
+    policy, critic = _models()
+    trainer = make_trainer("ppo_ctde", _algo(gamma=0.9, lam=0.8), policy, critic=critic)
+    trajs = agent_trajectories(oracle_episodes, "a")
+    batch, inputs = trainer.prepare_batch(trajs)
+    adv = trainer.advantages(batch, inputs)
+    j = joint_inputs(batch)
+    raw = torch.zeros(batch.tokens.shape)
+    with torch.no_grad():
+        for k in range(len(j.rows)):
+            raw[j.rows[k], j.positions[k]] = critic(j.tokens[k: k + 1, : int(j.lengths[k])])[0, -1]
+    lay = gae_layout(batch, raw, "turn")
+    ref, _ = gae(lay.rewards, lay.values, lay.next_values, lay.terminated, lay.truncated, gamma=0.9, lam=0.8,
+                 mask=lay.mask)
+    assert torch.allclose(adv.point_advantages, ref, atol=1e-5)
+    assert lay.mask.sum() == sum(t.turns for t in trajs)
+
+
+def test_bad_configs_name_the_value():
+    policy, critic = _models()
+    with pytest.raises(ValueError, match="value_level='token'"):
+        make_trainer("ppo_ctde", _algo(value_level="token"), policy, critic=critic)
+    with pytest.raises(ValueError, match="policy.critic=separate"):
+        make_trainer("ppo_ctde", _algo(), policy, critic=None)
+    with pytest.raises(ValueError, match="algo='ppo'"):
+        PairConfig(algo="ppo")
+    with pytest.raises(ValueError, match="frozen"):
+        PairConfig(frozen=("c",))
+
+
+@pytest.mark.parametrize("algo", ["ppo_ctde", "ppo_independent"])
+def test_tiny_end_to_end_update_changes_parameters_and_names_metrics(algo, oracle_episodes):
+    trainers = {}
+    for a in ("a", "b"):
+        policy, critic = _models(seed=1)
+        if algo == "ppo_independent":
+            critic = ValueModel(policy.shape)
+        trainers[a] = make_trainer(algo, _algo(lr=1e-3), policy, critic=critic)
+    before = {a: [p.detach().clone() for p in t.policy.parameters()] for a, t in trainers.items()}
+    frozen_b = PairLearner(trainers, frozen=("b",))
+    m = frozen_b.update(oracle_episodes)
+    assert "agent_a/train/policy_loss" in m and "agent_b/train/policy_loss" not in m
+    assert "agent_a/critic/explained_variance_in_batch" in m and "agent_a/rollout/success_bug_in_a_only" in m
+    changed = {a: any(not torch.equal(p, q) for p, q in zip(before[a], t.policy.parameters())) for a, t in trainers.items()}
+    assert changed == {"a": True, "b": False}
+
+
+def test_pair_rollout_metrics_hand_counted(oracle_episodes):
+    m = pair_rollout_metrics(oracle_episodes)
+    n = len(oracle_episodes)
+    wins = sum(ep["a"].verified for ep in oracle_episodes)
+    assert m["rollout/episodes"] == n and m["rollout/success"] == wins / n
+    sends = sum(ep["a"].messages_sent for ep in oracle_episodes)
+    assert m["agent_a/rollout/messages_sent"] == sends / n
+    # every oracle agent sends exactly one message per episode unless the episode ended first
+    assert 0 < sends <= n
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["ppo_ctde", "ppo_independent"])
+def test_train_pair_runs_end_to_end_from_one_call(algo, tmp_path, monkeypatch):
+    import experiments.train_pair as tp
+
+    monkeypatch.setattr(tp, "WARMSTART_DIR", tmp_path)
+    c = PairConfig(algo=algo, d_model=16, demos=4, bc_epochs=1, updates=1, episodes_per_update=4, num_envs=4,
+                   eval_episodes=2, train_tasks=4)
+    out = tp.train_pair(c)
+    assert len(out["updates"]) == 1
+    m = out["updates"][0]
+    assert {"agent_a/train/policy_loss", "agent_b/train/policy_loss", "agent_a/critic/explained_variance_in_batch",
+            "rollout/success"} <= set(m)
+    assert out["end"]["rollout/episodes"] == 2
+    assert len(list(tmp_path.glob("*/policy_*.pt"))) == 2  # the warm start was cached, one file per agent

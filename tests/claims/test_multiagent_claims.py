@@ -1,0 +1,71 @@
+"""Claim C22's measurement (experiments/claims/multiagent.py): its helpers on hand-computed
+numbers, and a tiny real run whose numbers are internally consistent."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pytest
+
+from experiments.claims.multiagent import check_c22, measure_c22, message_distribution, total_variation
+
+
+class _T:
+    def __init__(self, received):
+        self.messages_received = received
+
+
+def test_total_variation_hand_computed():
+    # p = {fixed: 3/4, wait: 1/4}, q = {fixed: 1/2, bug: 1/2}
+    # TV = 1/2 (|3/4 - 1/2| + |1/4 - 0| + |0 - 1/2|) = 1/2 (1/4 + 1/4 + 1/2) = 1/2
+    p, q = Counter(fixed=3, wait=1), Counter(fixed=1, bug=1)
+    assert total_variation(p, q) == pytest.approx(0.5)
+    assert total_variation(p, p) == 0.0
+    assert total_variation(Counter(), Counter()) == 0.0 and total_variation(p, Counter()) == 1.0
+
+
+def test_message_distribution_counts_words_agent_a_received():
+    eps = [{"a": _T(["bug yours", "fixed"]), "b": _T(["x"])}, {"a": None, "b": _T([])}, {"a": _T(["fixed"]), "b": None}]
+    assert message_distribution(eps) == Counter(bug=1, yours=1, fixed=2)
+    assert message_distribution(eps, "b") == Counter(x=1)
+
+
+def test_criterion():
+    base = {"c22_msg_tv_diff_lo": 0.01, "c22_ev_central": 0.3, "c22_ev_local": 0.1}
+    assert check_c22(base)
+    assert not check_c22({**base, "c22_msg_tv_diff_lo": -0.01})
+    assert not check_c22({**base, "c22_ev_central": 0.05})
+    assert not check_c22({**base, "c22_ev_central": float("nan")})
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return measure_c22(seed=0, updates=1, episodes_per_update=4, eval_episodes=6, demos=8, bc_epochs=1,
+                       fit_episodes=6, heldout_episodes=6, critic_updates=1, n_boot=50, d_model=16)
+
+
+def test_tiny_run_numbers_are_consistent(tiny):
+    d = tiny
+    for run in ("start", "frozen", "training"):
+        s, lo, hi = d[f"c22_success_a_only_{run}"], d[f"c22_success_a_only_{run}_lo"], d[f"c22_success_a_only_{run}_hi"]
+        assert 0.0 <= lo <= s <= hi <= 1.0
+        # successes are k / 6 episodes
+        assert s * 6 == pytest.approx(round(s * 6))
+    for run in ("frozen", "training"):
+        assert d[f"c22_success_a_only_{run}_shift"] == pytest.approx(d[f"c22_success_a_only_{run}"] - d["c22_success_a_only_start"])
+        assert 0.0 <= d[f"c22_msg_tv_{run}_lo"] <= d[f"c22_msg_tv_{run}_hi"] <= 1.0
+    assert d["c22_msg_tv_diff"] == pytest.approx(d["c22_msg_tv_training"] - d["c22_msg_tv_frozen"])
+    assert d["c22_msg_tv_diff_lo"] <= d["c22_msg_tv_diff_hi"]
+    for kind in ("central", "local"):
+        pair = [d[f"c22_ev_{kind}_a"], d[f"c22_ev_{kind}_b"]]
+        assert all(not math.isnan(x) and x <= 1.0 for x in pair)
+        assert d[f"c22_ev_{kind}"] == pytest.approx(sum(pair) / 2)
+    assert 0.0 < d["c22_heldout_success"] < 1.0  # noisy oracle data: both outcomes present
+
+
+@pytest.mark.slow
+def test_tiny_run_is_deterministic(tiny):
+    again = measure_c22(seed=0, updates=1, episodes_per_update=4, eval_episodes=6, demos=8, bc_epochs=1,
+                        fit_episodes=6, heldout_episodes=6, critic_updates=1, n_boot=50, d_model=16)
+    assert {k: v for k, v in again.items() if k != "c22_seconds"} == {k: v for k, v in tiny.items() if k != "c22_seconds"}
