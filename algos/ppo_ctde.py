@@ -112,8 +112,15 @@ class CentralCriticPPOTrainer(PPOTrainer):
         logits, _ = self.policy(tokens, detach_value=detach_value)
         return {"logits": logits, "values": None}
 
-    def _count(self, batch, rows, train, model=None, with_critic=True) -> None:
-        super()._count(batch, rows, train, model=model, with_critic=False)
+    def forward_at(self, tokens: Tensor, want: Tensor, detach_value: bool = False,
+                   value_at: Tensor | None = None) -> dict:
+        """The actor's logits only before the ``want`` tokens; no values (the centralized critic
+        runs on joint states in ``central_raw``, never on an actor's own context)."""
+        logits, _ = self.policy.forward_at(tokens, want, detach_value=detach_value)
+        return {"logits": logits, "values": None}
+
+    def _count(self, batch, rows, train, model=None, with_critic=True, width=None) -> None:
+        super()._count(batch, rows, train, model=model, with_critic=False, width=width)
 
     def central_raw(self, rows: Tensor, shape: tuple[int, int], grad: bool) -> Tensor:
         """``[len(rows), T]`` raw values: the centralized critic's value of each joint state of
@@ -128,7 +135,9 @@ class CentralCriticPPOTrainer(PPOTrainer):
         tokens = tokens[:, : int(lengths.max())]
         with torch.set_grad_enabled(grad):
             values = self.critic(tokens)[torch.arange(len(idx)), lengths - 1]
-        local = torch.searchsorted(rows, j.rows[idx])  # rows is sorted (minibatches are sorted)
+        slot = torch.full((int(rows.max()) + 1,), -1, dtype=torch.long)
+        slot[rows] = torch.arange(len(rows))  # rows come in any order (length buckets)
+        local = slot[j.rows[idx]]
         out = out.index_put((local, j.positions[idx]), values)
         add = self.meter.add_train_step if grad else self.meter.add_forward
         add(self.n_critic, int(lengths.sum()), attention_flops(self.critic.shape.n_layers, self.critic.shape.d_model, lengths))
@@ -147,7 +156,8 @@ class CentralCriticPPOTrainer(PPOTrainer):
 
     def critic_loss(self, rows: Tensor, values, adv: Advantages, weights: dict):
         """PPO's clipped value loss on the centralized values of the slice's joint states."""
-        raw = self.central_raw(rows, (len(rows), adv.tokens.shape[1]), grad=True)
+        width = weights["value"].shape[1]  # the slice's columns (rows trimmed to their longest)
+        raw = self.central_raw(rows, (len(rows), adv.tokens.shape[1]), grad=True)[:, :width]
         return super().critic_loss(rows, raw, adv, weights)
 
     def fit_metrics(self, batch: Batch, adv: Advantages, fitted_values) -> dict:

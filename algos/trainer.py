@@ -282,7 +282,7 @@ class Trainer:
                     tokens, at = batch.tokens[idx, :width], want[idx, :width]
                     out = self.forward_at(tokens, at, value_at=value_at[idx, :width])
                     old_logp[idx, :width] = token_logprobs(out["logits"], tokens, at, self.temperature)[0]
-                    if old_values is not None:
+                    if old_values is not None and out["values"] is not None:  # None: values come from elsewhere (ppo_ctde)
                         old_values[idx, :width] = out["values"]
                     self._count(batch, idx, train=False, width=width)
             ref_logp = None

@@ -283,13 +283,37 @@ class GrpoProcessConfig(GrpoConfig):
     name: str = "grpo_process"
 
 
+@dataclass
+class PpoIndependentConfig(PpoConfig):
+    """Two-agent PPO with one local critic per agent (``algos/ppo_ctde.py``, PairFix-v1;
+    run by ``experiments/train_pair.py``)."""
+
+    name: str = "ppo_independent"
+    value_level: str = "turn"
+
+
+@dataclass
+class PpoCtdeConfig(PpoConfig):
+    """Two-agent PPO with a centralized critic over both agents' contexts at training time and
+    decentralized actors (``algos/ppo_ctde.py``; needs one value per turn)."""
+
+    name: str = "ppo_ctde"
+    value_level: str = "turn"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.value_level != "turn":
+            raise ConfigError(f"algo.value_level={self.value_level!r} is invalid for ppo_ctde; allowed: turn "
+                              "(the centralized critic values each agent's decision points)")
+
+
 #: algorithm name -> its config schema (the ``algo`` Hydra group has one option per entry, and
 #: ``register_configs`` stores ``algo/<name>_schema`` for each). A new trainer gets a schema here
 #: (a subclass of the schema whose fields it reads, e.g. ``class RlooConfig(GrpoConfig): name = "rloo"``)
 #: and a ``configs/algo/<name>.yaml`` whose defaults list starts with ``<name>_schema``.
 ALGO_SCHEMAS: dict[str, type[AlgoConfig]] = {
     "grpo": GrpoConfig, "ppo": PpoConfig, "rloo": RlooConfig, "gigpo": GigpoConfig,
-    "grpo_process": GrpoProcessConfig,
+    "grpo_process": GrpoProcessConfig, "ppo_independent": PpoIndependentConfig, "ppo_ctde": PpoCtdeConfig,
 }
 
 

@@ -29,7 +29,7 @@ from algos.registry import make_trainer
 from envs.pairfix import AGENTS
 from envs.pairfix.agents import PairOracle
 from envs.tokenizer import get_tokenizer
-from experiments.config import AlgoConfig
+from experiments.config import AlgoConfig, algo_schema
 from experiments.warmstart import behaviour_clone
 
 
@@ -73,7 +73,7 @@ class PairConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name in ("updates", "eval_episodes") else 1):
                 raise ValueError(f"{name}={v!r} invalid; allowed: an int >= {0 if name in ('updates', 'eval_episodes') else 1}")
-        known = {f.name for f in fields(AlgoConfig)}
+        known = {f.name for f in fields(algo_schema(self.algo))}
         unknown = sorted(set(self.algo_fields) - known)
         if unknown:
             raise ValueError(f"unknown algo field(s) {unknown}; allowed: {', '.join(sorted(known))}")
