@@ -42,16 +42,11 @@ Driver = Callable[[gymnasium.Env, int, int], list[Episode]]
 def play(env: gymnasium.Env, agent, n_steps: int, seed: int) -> list[Episode]:
     """Record episodes of ``agent`` (the agents' protocol: ``reset(env, seed)`` after
     ``env.reset``, then ``act(observation, info)``) until ~``n_steps`` actions."""
+    from envs.episode import run_episode
+
     out, total, i = [], 0, 0
     while total < n_steps:
-        observation, info = env.reset(seed=seed + i)
-        agent.reset(env, seed + i)
-        actions = []
-        while True:
-            actions.append(agent.act(observation, info))
-            observation, _, terminated, truncated, info = env.step(actions[-1])
-            if terminated or truncated:
-                break
+        actions = run_episode(env, agent, seed=seed + i).actions  # the one scripted episode loop
         out.append((seed + i, None, actions))
         total += len(actions)
         i += 1

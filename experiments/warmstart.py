@@ -75,22 +75,13 @@ def make_demo_agent(env_name: str, noise: float, agent: str = "noisy_oracle"):
 
 
 def play_demo(env, agent, seed: int, options: dict):
-    """One scripted episode with the agents' protocol (``agent.reset(env, seed)`` after
-    ``env.reset``, then ``agent.act(obs, info)`` per turn), keeping every step's info: the
-    compression boundaries and stop reason are needed to lay the episode out like a rollout
-    (the agents modules' ``run_episode`` summaries drop per-step infos)."""
-    obs, info = env.reset(seed=seed, options=options)
-    agent.reset(env, seed)
-    observations, actions, rewards, infos = [obs], [], [], [info]
-    while True:
-        action = agent.act(obs, info)
-        obs, reward, terminated, truncated, info = env.step(action)
-        actions.append(action)
-        observations.append(obs)
-        rewards.append(float(reward))
-        infos.append(info)
-        if terminated or truncated:
-            return observations, actions, rewards, infos, bool(terminated), bool(truncated)
+    """One scripted episode through the one episode loop (``envs.episode.run_episode``), with every
+    step's info: the compression boundaries and stop reason lay the episode out like a rollout.
+    Returns ``(observations, actions, rewards, infos, terminated, truncated)``."""
+    from envs.episode import run_episode
+
+    ep = run_episode(env, agent, seed=seed, options=options)
+    return ep.observations, ep.actions, ep.rewards, ep.infos, ep.terminated, ep.truncated
 
 
 def demonstrations(c: TrainConfig) -> list:

@@ -107,7 +107,7 @@ def test_ten_thousand_random_action_strings_never_raise():
         if terminated or truncated:
             assert_end_matches_rule(terminated, truncated, info)
             reasons.add(info["stop_reason"])
-            obs, info = env.reset()
+            obs, info = env.reset(options={"task_index": i % 16})  # 16 tasks: generated once, then cached
     assert "format_error" in statuses and "ok" in statuses and "error" in statuses
     assert "format_errors" in reasons
 

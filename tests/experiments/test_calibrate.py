@@ -1,4 +1,4 @@
-"""`python -m experiments.calibrate`: table format, Wilson intervals, fixed-seed numbers."""
+"""`python -m experiments.calibrate`: the floor / ceiling table, Wilson intervals, fixed-seed numbers."""
 
 from __future__ import annotations
 
@@ -10,46 +10,54 @@ from pathlib import Path
 import pytest
 
 from algos.metrics import binomial_confidence_interval
-from experiments.calibrate import calibrate, format_levels
+from experiments.calibrate import CEILING_TARGET, FLOOR_AGENTS, FLOOR_TARGET, calibrate, checks
 
 ROOT = Path(__file__).resolve().parents[2]
-ARGS = ["--episodes", "20", "--seed", "3", "--difficulties", "easy", "hard",
-        "--agents", "oracle", "noisy_oracle", "empty_submit"]
+ARGS = ["--episodes", "20", "--seed", "3", "--difficulties", "easy", "hard", "--mistake-rates", "0.03"]
 ROW = re.compile(
-    r"^(?P<difficulty>\w+)\s+(?P<agent>\w+)\s+(?P<mistake>-|\d\.\d{3})\s+(?P<episodes>\d+)\s+(?P<masked>\d+)\s+"
-    r"(?P<successes>\d+)/(?P<scored>\d+)\s+(?P<success>\d\.\d{3})\s+\[(?P<low>\d\.\d{3}), (?P<high>\d\.\d{3})\]\s+"
-    r"(?P<hacked>\d\.\d{2})\s+(?P<turns>\d+\.\d{2})\s+(?P<tool_s>\d+\.\d)$"
+    r"^(?P<env>\S+)\s+(?P<difficulty>\w+)\s+(?P<agent>\w+)\s+(?P<role>\w+)\s+(?P<faults>on|off)\s+"
+    r"(?P<mistake>-|\d\.\d{3})\s+(?P<episodes>\d+)\s+(?P<masked>\d+)\s+(?P<successes>\d+)/(?P<scored>\d+)\s+"
+    r"(?P<success>\d\.\d{3})\s+\[(?P<low>\d\.\d{3}), (?P<high>\d\.\d{3})\]\s+(?P<hack>\d\.\d{3})\s+"
+    r"(?P<flagged>\d\.\d{3})\s+(?P<turns>\d+\.\d{2})\s+(?P<tool_s>\d+\.\d)$"
 )
 
 
 @pytest.mark.slow
-def test_calibrate_cli_prints_the_table_with_fixed_seed_numbers():
+def test_calibrate_cli_prints_floor_ceiling_and_checks_with_fixed_seed_numbers():
     out = subprocess.run([sys.executable, "-m", "experiments.calibrate", *ARGS], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120, check=True).stdout
+                         capture_output=True, text=True, timeout=300, check=True).stdout
     lines = out.strip().split("\n")
-    assert lines[0].startswith("BugFix calibration: 20 episodes per row, seed 3, split train")
-    assert lines[1].split()[:3] == ["difficulty", "agent", "mistake"] and "95% CI" in lines[1]
-    rows = [ROW.match(line) for line in lines[3:9]]
-    assert all(rows), lines[3:9]
+    assert lines[0].startswith("calibration: 20 episodes per row, seed 3, split heldout")
+    # 2 difficulties x (oracle + 1 noisy + 4 floor agents) + 3 LongHorizon rows
+    rows = [ROW.match(line) for line in lines[3:3 + 2 * 6 + 3]]
+    assert all(rows), lines
     got = {(m["difficulty"], m["agent"]): m for m in rows}
-    assert set(got) == {(d, a) for d in ("easy", "hard") for a in ("oracle", "noisy_oracle", "empty_submit")}
     for m in rows:
         k, n = int(m["successes"]), int(m["scored"])
         assert int(m["episodes"]) == 20 and n == 20 - int(m["masked"])
         assert float(m["success"]) == round(k / n, 3)
         low, high = binomial_confidence_interval(k, n, 0.95)
         assert (float(m["low"]), float(m["high"])) == (round(low, 3), round(high, 3))
-    assert got[("easy", "noisy_oracle")]["mistake"] == "0.030" and got[("easy", "oracle")]["mistake"] == "-"
+    assert got[("easy", "oracle")]["role"] == "ceiling" and got[("easy", "oracle")]["faults"] == "off"
+    assert got[("easy", "noisy_oracle")]["mistake"] == "0.030" and got[("easy", "noisy_oracle")]["faults"] == "on"
+    assert {a for (d, a), m in got.items() if m["role"] == "floor" and d == "easy"} == set(FLOOR_AGENTS)
     # fixed seed -> fixed numbers (regression anchors)
-    assert f'{got[("easy", "oracle")]["successes"]}/{got[("easy", "oracle")]["scored"]}' == "20/20"
-    assert f'{got[("hard", "oracle")]["successes"]}/{got[("hard", "oracle")]["scored"]}' == "17/20"
-    assert f'{got[("hard", "noisy_oracle")]["successes"]}/{got[("hard", "noisy_oracle")]["scored"]}' == "4/19"
-    assert got[("hard", "empty_submit")]["successes"] == "0"
-    assert lines[9].startswith("levels (noisy_oracle): ~0.98: easy 1.000")
+    assert [got[(d, "oracle")]["successes"] for d in ("easy", "hard")] == ["20", "20"]
+    assert got[("easy", "noisy_oracle")]["successes"] == "18" and got[("hard", "noisy_oracle")]["successes"] == "3"
+    assert all(int(got[("easy", a)]["successes"]) <= 1 for a in FLOOR_AGENTS)
+    assert got[("default", "oracle")]["successes"] == "20" and got[("default", "random")]["successes"] == "0"
+    assert got[("default", "forgetful")]["successes"] == "15"  # forgets what it tried: runs out of turns
+    assert lines[-2] == "check easy: ceiling 1.000 >= 0.95 ok | floor max 0.050 (fit_visible) <= 0.10 ok"
+    assert lines[-1].startswith("check hard: ceiling 1.000 >= 0.95 ok | floor max 0.000")
 
 
-def test_calibrate_function_matches_and_names_the_levels():
-    rows = calibrate(["easy", "hard"], ["noisy_oracle"], episodes=20, seed=3)
-    assert [(r.difficulty, r.successes, r.scored) for r in rows] == [("easy", 20, 20), ("hard", 4, 19)]
-    levels = format_levels(rows)
-    assert "~0.98: easy" in levels and "~0.20: hard" in levels
+def test_checks_flag_a_weak_ceiling_or_a_strong_floor():
+    rows = calibrate(["easy"], episodes=10, seed=0, mistake_rates=(), long_horizon=False)
+    assert [r.role for r in rows] == ["ceiling"] + ["floor"] * len(FLOOR_AGENTS)
+    assert checks(rows)[0].endswith("ok") and "FAIL" not in checks(rows)[0]
+    from dataclasses import replace
+
+    weak = [replace(rows[0], successes=9)] + rows[1:]  # 9/10 < 0.95
+    strong = rows[:1] + [replace(rows[1], successes=2)] + rows[2:]  # 2/10 > 0.10
+    assert f"ceiling 0.900 >= {CEILING_TARGET:.2f} FAIL" in checks(weak)[0]
+    assert f"<= {FLOOR_TARGET:.2f} FAIL" in checks(strong)[0]
