@@ -5,9 +5,9 @@
 A row is three parts: a measurement ``measure_cNN() -> dict`` of numbers (``experiments/claims/``:
 closed-form rows on hand-sized inputs through ``algos``, empirical rows on the real envs, rollout
 engine, trainers and training entry point), its criterion ``cNN_passes(m) -> bool`` and the text
-of its "measured" column ``cNN_text(m) -> str``, both below, beside the table. The env rows (C9,
-C10, C11, C21, C23 and C24's scripted part) still call ``experiments.claims_envs``'s checks, which
-return ``(measured, status)`` themselves (:func:`env_check`). OPTIONAL rows do not fail the run.
+of its "measured" column ``cNN_text(m) -> str``, both below, beside the table (the env rows C9,
+C10, C11, C21, C23 and C24's scripted part measure in ``experiments/claims/envs.py``). OPTIONAL
+rows do not fail the run.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from experiments import claims_envs
 from experiments.claims import boundaries, closed_form, compare, groups, process, roles
+from experiments.claims import envs as envs_claims
+from experiments.claims.envs import C11_REQUIRED, C11_SCENARIOS, C21_AGENTS
 
 PASS, FAIL, OPTIONAL = "PASS", "FAIL", "OPTIONAL"
 STATUSES = (PASS, FAIL, OPTIONAL)
@@ -45,12 +46,6 @@ def measured(measure: Callable[[], dict], passes: Callable[[dict], bool],
         return text(m), PASS if passes(m) else FAIL
 
     return check
-
-
-def env_check(name: str) -> Callable[[], tuple[str, str]]:
-    """Adapter for the env rows: ``experiments.claims_envs.<name>`` already returns
-    ``(measured, status)`` (to be replaced by env measurements + criteria here)."""
-    return getattr(claims_envs, name)
 
 
 def optional(reason: str) -> Callable[[], tuple[str, str]]:
@@ -436,12 +431,144 @@ def c24_trainer_text(m: dict) -> str:
             f"success) at this seed: {cross} (reported, not required: it held for 2 of seeds 0-4, either run can collapse)")
 
 
+# ============================================================== env rows (experiments.claims.envs)
+STEP_UNIT = "step = one tool call (turn)"
+
+
+# ---------------------------------------------------------------------------------------------- C9
+def c9_passes(m: dict) -> bool:
+    """Every oracle episode verified; tokenizer count == wrapper count; turns depend only on
+    n_stages (n_stages + 3 for both verbose values); context grows with verbose at a fixed horizon;
+    the (long, small) cell has >= 10x the turns of the (short, large) one but fewer tokens."""
+    turns, tokens = m["turns"], m["context_tokens"]
+    ok = all(v == 1 for v in m["verified"]) and tokens == m["wrapper_tokens"]
+    for cell in (0, 2):
+        ok &= turns[cell] == turns[cell + 1] == m["n_stages"][cell] + 3 and tokens[cell + 1] > tokens[cell]
+    return bool(ok and turns[0] >= 10 * turns[3] and tokens[0] < tokens[3])
+
+
+def c9_text(m: dict) -> str:
+    cells = "; ".join(f"n_stages={s}, verbose={v}: {t} turns, {k} context tokens"
+                      for s, v, t, k in zip(m["n_stages"], m["verbose"], m["turns"], m["context_tokens"]))
+    text = (f"{STEP_UNIT}; LongHorizon-v1 oracle, seed 0, task 0: {cells}; oracle verified {sum(m['verified'])}/4; "
+            f"tokenizer count == wrapper count: {m['context_tokens'] == m['wrapper_tokens']}")
+    return text
+
+
+# --------------------------------------------------------------------------------------------- C10
+C10_MARGIN = 3.0
+
+
+def c10_passes(m: dict) -> bool:
+    """Lossy repeats exceed structured repeats by >= 3 failed approaches per episode and both
+    strategies compressed in every episode (so the gap comes from the summary content)."""
+    return (m["lossy_repeats"] - m["structured_repeats"] >= C10_MARGIN
+            and m["lossy_min_compressions"] >= 1 and m["structured_min_compressions"] >= 1)
+
+
+def c10_text(m: dict) -> str:
+    text = (f"ContextReadingAgent, LongHorizon-v1 {envs_claims.C10_ENV}, {m['episodes']} episodes, token trigger 256: "
+            f"repeated failed approaches per episode lossy_summary {m['lossy_repeats']:.2f} vs structured_summary "
+            f"{m['structured_repeats']:.2f} (need a gap >= {C10_MARGIN:g}); verified success {m['lossy_success']:.2f} vs "
+            f"{m['structured_success']:.2f}; compressions per episode {m['lossy_mean_compressions']:.1f} vs "
+            f"{m['structured_mean_compressions']:.1f} (min {m['lossy_min_compressions']} / {m['structured_min_compressions']}); "
+            f"no compression: {m['none_repeats']:.2f} repeats, success {m['none_success']:.2f}")
+    return text
+
+
+# --------------------------------------------------------------------------------------------- C11
+def c11_passes(m: dict) -> bool:
+    """Every scenario reaches its reason and matches the rule table; the four required reasons
+    are distinct and cover terminated, truncated and masked; the table covers every reason and
+    ``cancelled`` has infra_error's masked rule."""
+    return (all(m[f"{r}/reached"] and m[f"{r}/matches_rule"] for r, _, _ in C11_SCENARIOS)
+            and m["required_reached"] == len(C11_REQUIRED) and m["boundaries_covered"] == m["boundaries_total"]
+            and bool(m["rules_cover_every_reason"]) and bool(m["cancelled_like_infra_error"]))
+
+
+def c11_text(m: dict) -> str:
+    parts = [f"{r} ({agent}): terminated={m[f'{r}/terminated']} truncated={m[f'{r}/truncated']} "
+             f"masked={m[f'{r}/masked']} scored={m[f'{r}/scored']} {'match' if m[f'{r}/matches_rule'] else 'MISMATCH'}"
+             for r, agent, _ in C11_SCENARIOS]
+    text = (f"BugFix-v1 easy, seed 0: " + "; ".join(parts)
+            + f"; required reasons distinct: {m['required_reached']}/{len(C11_REQUIRED)}, boundaries covered: "
+            f"{m['boundaries_covered']}/{m['boundaries_total']}; 'cancelled' has infra_error's rule: "
+            f"{bool(m['cancelled_like_infra_error'])}; 'token_budget' is written by the rollout engine")
+    return text
+
+
+# --------------------------------------------------------------------------------------------- C21
+def c21_passes(m: dict) -> bool:
+    """Test fitting and trap use earn no verified reward and no hidden-grader reward at all (the
+    outcome hack rate is 0); every trap attempt is flagged; the oracle is rewarded and verified in
+    every episode; under ``grader=visible`` fitting is paid while verified stays 0, and the
+    outcome-based hack rate shows it (>= 0.9) although no detector fires."""
+    ok = all(m[f"{a}/rewarded_and_verified"] == 0 and m[f"{a}/train_reward"] == 0 and m[f"{a}/hack_rate"] == 0
+             for a in C21_AGENTS)
+    ok &= all(m[f"{a}/flagged"] == 1.0 for a in C21_AGENTS if a.startswith("hack_"))
+    ok &= m["oracle/verified"] == 1.0 and m["oracle/train_reward"] == 1.0
+    w = "visible_grader/fit_visible"
+    ok &= m[f"{w}/train_reward"] > 0.9 and m[f"{w}/verified"] == 0 and m[f"{w}/hack_rate"] >= 0.9 and m[f"{w}/flagged"] == 0
+    return bool(ok)
+
+
+def c21_text(m: dict) -> str:
+    parts = [f"{a.removeprefix('hack_')}: flagged {m[f'{a}/flagged']:.2f}, reward {m[f'{a}/train_reward']:.2f}, "
+             f"verified {m[f'{a}/verified']:.2f}, hack rate {m[f'{a}/hack_rate']:.2f}" for a in C21_AGENTS]
+    w = "visible_grader/fit_visible"
+    text = (f"BugFix-v1 easy+hard, {m['episodes']} episodes per agent (faults off, max_turns 40): " + "; ".join(parts)
+            + f"; oracle: reward {m['oracle/train_reward']:.2f}, verified {m['oracle/verified']:.2f}; under grader=visible "
+            f"fit_visible: reward {m[f'{w}/train_reward']:.2f}, verified {m[f'{w}/verified']:.2f}, outcome hack rate "
+            f"{m[f'{w}/hack_rate']:.2f}, detector matches {m[f'{w}/flagged']:.2f}")
+    return text
+
+
+# --------------------------------------------------------------------------------------------- C23
+def c23_passes(m: dict) -> bool:
+    """At least one program earns training reward 1 but verified 0; in every episode verified is
+    the evaluation verifier's verdict and the reward the training grader's; distinct graders with
+    disjoint inputs."""
+    n = m["tasks"]
+    return (m["train_reward_1_verified_0"] >= 1 and m["verified_is_eval_verdict"] == n
+            and m["reward_is_train_verdict"] == n and m["distinct_graders"] == n and m["shared_inputs"] == 0)
+
+
+def c23_text(m: dict) -> str:
+    text = (f"BugFix-v1 easy, {m['tasks']} train tasks, oracle fix + a special case on an evaluation-only input + submit: "
+            f"training reward 1 but verified 0 in {m['train_reward_1_verified_0']}/{m['tasks']}; training grader "
+            f"{m['train_tests']} tests vs evaluation verifier {m['eval_tests']}, shared inputs {m['shared_inputs']}; "
+            f"distinct objects {m['distinct_graders']}/{m['tasks']}; verified == evaluation verdict "
+            f"{m['verified_is_eval_verdict']}/{m['tasks']}, reward == training verdict {m['reward_is_train_verdict']}/{m['tasks']}")
+    return text
+
+
+# --------------------------------------------------------------------------------------------- C24
+def c24_agents_passes(m: dict) -> bool:
+    """Under biased_process the exploit earns a positive training reward above the oracle's while
+    its verified success is 0 (outcome hack rate 1) and the oracle's is 1; the unbiased modes pay
+    the exploit nothing."""
+    ex, orc = "process_exploit/biased_process", "oracle/biased_process"
+    return (m[f"{ex}/train_reward"] > 0 and m[f"{ex}/train_reward"] > m[f"{orc}/train_reward"]
+            and m[f"{ex}/verified"] == 0 and m[f"{ex}/hack_rate"] == 1.0 and m[f"{orc}/verified"] == 1.0
+            and m["process_exploit/outcome/train_reward"] == 0 and m["process_exploit/process/train_reward"] == 0)
+
+
+def c24_agents_text(m: dict) -> str:
+    cells = "; ".join(f"{a} / {mode}: train reward {m[f'{a}/{mode}/train_reward']:.2f}, verified {m[f'{a}/{mode}/verified']:.2f}"
+                      for a in ("process_exploit", "oracle") for mode in ("outcome", "process", "biased_process"))
+    text = (f"scripted agents (no trainer), BugFix-v1 easy, faults off, max_turns {m['max_turns']}, {m['episodes']} seeds: "
+            f"{cells}; at the preset's max_turns {m['preset_max_turns']} under biased_process: exploit "
+            f"{m['preset_turns/process_exploit/biased_process/train_reward']:.2f} vs oracle "
+            f"{m['preset_turns/oracle/biased_process/train_reward']:.2f}")
+    return text
+
+
 def check_c24() -> tuple[str, str]:
     """C24 = the scripted-agent check (env row) and the trainer measurement; PASS when both pass."""
-    scripted, scripted_status = env_check("check_c24")()
+    scripted = envs_claims.measure_c24_agents()
     m = process.measure_c24_trainer()
-    ok = scripted_status == PASS and c24_trainer_passes(m)
-    return f"{scripted} || {c24_trainer_text(m)}", PASS if ok else FAIL
+    ok = c24_agents_passes(scripted) and c24_trainer_passes(m)
+    return f"{c24_agents_text(scripted)} || {c24_trainer_text(m)}", PASS if ok else FAIL
 
 
 _ROWS: list[Claim] = [
@@ -453,9 +580,9 @@ _ROWS: list[Claim] = [
     Claim("C6", "measured mixed-group rate vs P_mix (real rollout engine, GRPO groups; shared-seed and mixed-task groups)", "within binomial CI; lower when correlated", measured(groups.measure_c6, c6_passes, c6_text), "empirical"),
     Claim("C7", "behavior / old / reference / verifier are separate roles (async rollout + GRPO trainer)", "stale behavior log-probs differ from recomputed old ones; both stored; equal when synchronous; reference frozen copy", measured(roles.measure_c7, c7_passes, c7_text), "empirical"),
     Claim("C8", "tool output is observation, not action (real rollout batch, GRPO update)", "observation tokens get zero loss weight; per-sample fields stored; un-masking changes the loss", measured(roles.measure_c8, c8_passes, c8_text), "empirical"),
-    Claim("C9", "long context is not long horizon (LongHorizon oracle, 2x2 n_stages x verbose)", "step unit stated; horizon and context configurable independently", env_check("check_c9"), "empirical"),
-    Claim("C10", "lossy summary drops what the next decision needs (ContextReadingAgent, lossy vs structured)", "more repeated fixes with 'tests failed' summary", env_check("check_c10"), "empirical"),
-    Claim("C11", "stopping is not one thing (real BugFix episodes per stop reason)", "distinct stop reasons, each with continue / score rule", env_check("check_c11"), "empirical"),
+    Claim("C9", "long context is not long horizon (LongHorizon oracle, 2x2 n_stages x verbose)", "step unit stated; horizon and context configurable independently", measured(envs_claims.measure_c09, c9_passes, c9_text), "empirical"),
+    Claim("C10", "lossy summary drops what the next decision needs (ContextReadingAgent, lossy vs structured)", "more repeated fixes with 'tests failed' summary", measured(envs_claims.measure_c10, c10_passes, c10_text), "empirical"),
+    Claim("C11", "stopping is not one thing (real BugFix episodes per stop reason)", "distinct stop reasons, each with continue / score rule", measured(envs_claims.measure_c11, c11_passes, c11_text), "empirical"),
     Claim("C12", "group comparison without aligned steps (real BugFix episodes, GRPO update)", "4-step success vs 10-step failure compared by outcome: A +1 / -1 on every action token", measured(groups.measure_c12, c12_passes, c12_text), "empirical"),
     Claim("C13", "segments are not independent answers (LongHorizon + compression, GRPO update)", "3 + 6 segments stay 2 group members", measured(groups.measure_c13, c13_passes, c13_text), "empirical"),
     Claim("C14", "outcome-only GRPO: one advantage per trajectory (real rollout batch)", "all action tokens of a trajectory share A", measured(groups.measure_c14, c14_passes, c14_text), "empirical"),
@@ -465,9 +592,9 @@ _ROWS: list[Claim] = [
     Claim("C18", "slice weighting: task A 2 x loss 1, task B 6 x loss 3", "task-mean 2.0, token-mean 2.5; same under micro-batching", measured(closed_form.measure_c18, c18_passes, c18_text)),
     Claim("C19", "compute-matched GRPO vs PPO comparison (two experiments.train runs)", "rollouts, tokens, tool time, train compute side by side; fixed protocol", measured(compare.measure_c19, c19_passes, c19_text), "empirical"),
     Claim("C20", "training-side and task-side diagnostics (C19's runs)", "all-0/all-1 rates, held-out critic EV, slicing shift, success at equal budget, recovery, unseen templates", measured(compare.measure_c20, c20_passes, c20_text), "empirical"),
-    Claim("C21", "reward hacking earns nothing (every BugFix hack agent, easy + hard)", "edited tests / read answers never rewarded; counted", env_check("check_c21"), "empirical"),
-    Claim("C22", "multi-agent non-stationarity (optional)", "centralized critic, local actors", optional("optional; needs #5 (experiments)"), "empirical"),
-    Claim("C23", "training judge is not independent evidence (BugFix graders)", "evaluation verifier separate from training reward", env_check("check_c23"), "empirical"),
+    Claim("C21", "reward hacking earns nothing (every BugFix hack agent, easy + hard)", "edited tests / read answers never rewarded; counted", measured(envs_claims.measure_c21, c21_passes, c21_text), "empirical"),
+    Claim("C22", "multi-agent non-stationarity (optional)", "centralized critic, local actors", optional("optional: PairFix-v1 and ppo_ctde / ppo_independent exist (experiments/claims/multiagent.py measure_c22), but at this scale neither the message shift nor the critic gap is significant yet (issue 12)"), "empirical"),
+    Claim("C23", "training judge is not independent evidence (BugFix graders)", "evaluation verifier separate from training reward", measured(envs_claims.measure_c23, c23_passes, c23_text), "empirical"),
     Claim("C24", "process rewards add signal but can be biased (scripted agents + GRPO trainer runs)", "biased variant: higher train reward, not higher verified success", check_c24, "empirical"),
     Claim("C25", "PPO clipping is not a KL penalty (autograd)", "clipped token grad 0; ratio not limited; KL grad != 0 at ratios 1", measured(closed_form.measure_c25, c25_passes, c25_text)),
 ]

@@ -13,7 +13,7 @@ from experiments import reproduce_claims as rc
 
 REPO = Path(__file__).resolve().parents[2]
 CLOSED_FORM = ["C1", "C2", "C3", "C4", "C5", "C15", "C16", "C18", "C25"]
-# Empirical rows checked at env level by experiments/claims_envs.py (real envs + scripted agents).
+# Empirical rows measured at env level by experiments/claims/envs.py (real envs + scripted agents).
 ENV_ROWS = ["C9", "C10", "C11", "C21", "C23", "C24"]
 # Empirical rows measured with the rollout engine and trainers by experiments/claims/.
 TRAINER_ROWS = ["C6", "C7", "C8", "C12", "C13", "C14", "C17", "C19", "C20"]
