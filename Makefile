@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast claims bench clean
+.PHONY: venv demo test test-fast test-pools claims bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ test: $(STAMP)
 # The inner loop: everything except the end-to-end runs marked `slow`.
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow"
+
+# the full 10 000 / 1 000-task pools of every BugFix difficulty (functional disjointness; slow)
+test-pools: $(STAMP)
+	AGENTRL_POOL_TESTS=1 $(PY) -m pytest -m pools
 
 claims: $(STAMP)
 	$(PY) -m experiments.reproduce_claims

@@ -33,7 +33,6 @@ from experiments.compare import TINY_OVERRIDES
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 TINY_BUDGET = {"rollouts": "32", "generated_tokens": "300", "tool_seconds": "50", "train_flops": "1e9"}
-XFAIL_ENV_ISSUE_8 = "env issue 8: LongHorizon-v0 task_index 16 out of range (fixed by the ENV helper's v1)"
 
 
 def readme_commands() -> list[str]:
@@ -55,7 +54,6 @@ def readme_commands() -> list[str]:
 class Case:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
-    xfail: str = ""
     needs_sweep: bool = False  # the README's <sweep> placeholder: a sweep the plain compare wrote
     covered_by: str = ""  # not run here: the test module that runs this entry point in full
 
@@ -85,16 +83,14 @@ def tiny_case(cmd: str) -> Case:
         tiny = ["experiment=tiny", f"budget.amount={TINY_BUDGET[overrides.get('budget.kind', 'rollouts')]}"]
         if overrides.get("compression", "none") != "none":
             tiny.append("compression.budget_tokens=128")  # the tiny policy's max_len is 256
-        lh = overrides.get("env") == "long_horizon"
-        return Case(exe + args + tiny, env, xfail=XFAIL_ENV_ISSUE_8 if lh else "")
+        return Case(exe + args + tiny, env)
     if module == "experiments.compare":
         pre, post = (args[: args.index("--")], args[args.index("--"):]) if "--" in args else (args, [])
         # Ray: the sweep command is built and printed (--dry-run); a real Ray multirun of the
         # project's launcher config runs in tests/experiments/test_launchers.py (here it would add
         # ~50 s, and RAY_ADDRESS=HEAD_IP needs a cluster)
         extra = ["--tiny"] + (["--dry-run"] if "--launcher" in pre and "ray" in pre else [])
-        lh = "long_horizon" in pre
-        return Case(exe + pre + extra + post, env, xfail=XFAIL_ENV_ISSUE_8 if lh else "")
+        return Case(exe + pre + extra + post, env)
     if module == "experiments.report" and args == ["runs/compare/__SWEEP__"]:
         return Case(exe + args, env, needs_sweep=True)
     if module == "experiments.calibrate" and not args:
@@ -105,6 +101,11 @@ def tiny_case(cmd: str) -> Case:
         return Case(exe + args + ["--steps", "300", "--repeats", "1"], env)
     if module == "experiments.bench" and args == ["train"]:
         return Case(exe + args + ["--quick"], env)
+    if module == "experiments.bench" and args == ["e2e"]:
+        # the current tree only (the baseline is a checkout of 688a06a a fresh clone does not have)
+        return Case(exe + args + ["--quick", "--no-baseline", "--no-bound"], env)
+    if module == "experiments.train_pair":
+        return Case(exe + args + ["--updates", "1"], env)
     raise LookupError(f"README command has no tiny rule in tests/test_readme_commands.py: {cmd}")
 
 
@@ -152,8 +153,6 @@ def test_readme_command_runs_at_tiny_scale(cmd, workdir, request):
     case = tiny_case(cmd)
     if case.covered_by:
         pytest.skip(f"runs in full in {case.covered_by}")  # checked by test_every_readme_command_has_a_tiny_rule
-    if case.xfail:
-        request.applymarker(pytest.mark.xfail(reason=case.xfail, strict=False))
     if cmd == PLAIN_COMPARE:
         assert (request.getfixturevalue("sweep") / "report.md").exists()
         return

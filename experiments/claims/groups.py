@@ -116,7 +116,8 @@ def measure_c12(task_index: int = 0) -> dict:
     trajectory's first action token (``trajectory_advantages``) and whether every action token
     carries its trajectory's value (``broadcast``) and every other token 0 (``env_tokens_zero``)."""
     start_model_info()
-    env = envs.make(BUGFIX, difficulty="easy", faults=False)
+    # a turn limit above the failing member's 10 turns (BugFix-v1 easy stops at 6)
+    env = envs.make(BUGFIX, difficulty="easy", faults=False, max_turns=12)
     options = {"task_index": task_index, "split": "train"}
     env.reset(seed=0, options=options)
     fixes = list(env.unwrapped.oracle_actions())  # the task's fix (a function of the task, not the seed)
@@ -142,7 +143,7 @@ def measure_c12(task_index: int = 0) -> dict:
 
 
 # -------------------------------------------------------------------------------------------- C13
-C13_ENV = {"n_stages": 3, "n_approaches": 4, "verbose": 20}
+C13_ENV = {"n_stages": 3, "n_approaches": 4, "verbose": 20, "max_turns": 20}  # above the failure's 12 turns
 C13_COMPRESSION = {"strategy": "structured_summary", "trigger": "turns", "every_turns": 2}
 
 

@@ -94,7 +94,7 @@ def measure_c7(staleness: int = 1) -> dict:
     batch = view.batch
     act = batch.action_mask > 0
     gap_max, gap_mean = _logp_gap(view)
-    stored = collate(last["trajs"]).behavior_logp
+    stored = collate([t for t in last["trajs"] if not t.masked]).behavior_logp  # the update drops masked ones
     separate = (view.old_logp is not batch.behavior_logp
                 and view.old_logp.data_ptr() != batch.behavior_logp.data_ptr()
                 and torch.equal(stored, batch.behavior_logp))

@@ -72,14 +72,15 @@ def _get(config: dict, dotted: str, default: Any) -> Any:
 
 def task_set_spec(run: Run) -> dict[str, Any] | None:
     """The held-out task set of ``run`` (see the module docstring); ``None`` for an unknown env name."""
-    from experiments.config import ENV_IDS
+    import envs
 
-    if run.env not in ENV_IDS:
+    env_id = _get(run.config, "env.id", None)
+    if env_id not in envs.ENV_IDS:  # the single-agent envs calibrate's scripted agents play
         return None
     kwargs = {**(_get(run.config, "env.kwargs", {}) or {}), **(_get(run.config, "eval.env_kwargs", {}) or {})}
     spec: dict[str, Any] = {
         "version": CACHE_VERSION,
-        "env_id": ENV_IDS[run.env],
+        "env_id": env_id,
         "split": str(_get(run.config, "eval.split", "heldout")),
         "tasks": int(config_get(run.config, "eval.tasks")),
         "samples_per_task": int(config_get(run.config, "eval.samples_per_task")),

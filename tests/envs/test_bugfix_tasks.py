@@ -78,8 +78,12 @@ def test_heldout_references_never_compute_a_train_function(difficulty):
 
 
 @pytest.mark.slow
+@pytest.mark.pools
 @pytest.mark.parametrize("difficulty", list(DIFFICULTIES))
 def test_full_pools_are_large_distinct_and_functionally_disjoint(difficulty):
+    """10 000 train / 1 000 held-out tasks per difficulty: about 0.5 to 10 minutes each on one
+    core (task generation costs 3-50 ms), so it runs with ``make test-pools`` (AGENTRL_POOL_TESTS=1),
+    not in ``make test``; the small-pool test above runs everywhere."""
     from envs.bugfix.tasks import make_task
 
     spec = _spec(difficulty)

@@ -1,0 +1,16 @@
+"""Suite-wide test options: the ``pools`` marker (the full 10 000 / 1 000-task pool checks of
+every BugFix difficulty, tens of minutes on 2 cores) runs only with ``AGENTRL_POOL_TESTS=1``
+(``make test-pools``); everything else runs in ``make test`` and CI."""
+
+import os
+
+import pytest
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("AGENTRL_POOL_TESTS") == "1":
+        return
+    skip = pytest.mark.skip(reason="full task pools: run with AGENTRL_POOL_TESTS=1 (make test-pools)")
+    for item in items:
+        if "pools" in item.keywords:
+            item.add_marker(skip)
