@@ -12,10 +12,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs.task_options import SPLITS, parse_reset_options
+from envs.task_options import SPLITS, task_from_options
 
 TIME_LIMITS = ("truncation", "termination")
-RANDOM_TASK_RANGE = 1 << 30  # reset without task_index draws the index from np_random in [0, this)
 from envs.stop import StopReason, rule_for
 
 APPROACH_NAMES = tuple("ABCDEFGH")
@@ -228,11 +227,7 @@ class LongHorizonEnv(gym.Env):
     # ------------------------------------------------------------------ Gymnasium API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        split, index = parse_reset_options(options)
-        if index is None:
-            index = int(self.np_random.integers(RANDOM_TASK_RANGE))
-        elif index < 0:
-            raise ValueError(f"task_index={index} invalid; allowed: an int >= 0")
+        split, index = task_from_options(options, self.np_random)
         self.task = make_task(split, index, self.n_approaches)
 
         self._turn = 0

@@ -12,16 +12,15 @@ from envs.bugfix.actions import (
     CHARSET, MAX_ACTION_CHARS, MAX_OBSERVATION_CHARS, PROTECTED_FILES, UNKNOWN_TEXT, parse_action,
 )
 from envs.bugfix.config import BugFixConfig, make_config
-from envs.bugfix.graders import HiddenGrader, Verifier, count_hardcode_lines, empty_hack_flags, voided
+from envs.bugfix.graders import Verifier, count_hardcode_lines, empty_hack_flags, make_graders, voided
 from envs.bugfix.language import HIGH, MAX_PROGRAM_LINES, compile_line, run_program
 from envs.bugfix.tasks import Task, make_task
 from envs.stop import StopReason, rule_for
-from envs.task_options import parse_reset_options
+from envs.task_options import task_from_options
 from envs.tools import ToolResult, ToolSimulator
 
 TASK_TEXT = "task : fix main so that all tests pass . files : main tests ref log"
 ENDED_TEXT = "episode ended :"
-RANDOM_TASK_RANGE = 1 << 30  # reset without task_index draws the index from np_random in [0, this)
 _SUBMITTED = (StopReason.SUBMITTED_RESOLVED, StopReason.SUBMITTED_FAILED, StopReason.SUBMITTED_VOIDED)
 __all__ = ["BugFixEnv", "TASK_TEXT", "ENDED_TEXT", "UNKNOWN_TEXT"]
 
@@ -144,17 +143,11 @@ class BugFixEnv(gymnasium.Env):
 
     def graders(self, task: Task) -> tuple[Verifier, Verifier]:
         """(training grader, evaluation verifier) of ``task``: separate objects, disjoint inputs."""
-        train_tests = task.visible if self.config.grader == "visible" else task.visible + task.hidden
-        return (Verifier(HiddenGrader("train", train_tests, run_program)),
-                Verifier(HiddenGrader("eval", task.evaluation, run_program)))
+        return make_graders(task, self.config.grader, run_program)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        split, index = parse_reset_options(options)
-        if index is None:
-            index = int(self.np_random.integers(RANDOM_TASK_RANGE))
-        elif index < 0:
-            raise ValueError(f"task_index={index} invalid; allowed: an int >= 0")
+        split, index = task_from_options(options, self.np_random)
         task = self.task_at(split, index)
         self._task = task
         self._train_verifier, self._eval_verifier = self.graders(task)

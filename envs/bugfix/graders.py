@@ -119,3 +119,12 @@ class Verifier:
         if self.void_on_hack and voided(hack_flags):
             return 0
         return int(self.grader.resolves(program))
+
+
+def make_graders(task, grader: str, run) -> tuple["Verifier", "Verifier"]:
+    """(training grader, evaluation verifier) of ``task`` (anything with ``visible``, ``hidden``
+    and ``evaluation`` (input, output) lists), separate objects on disjoint inputs. ``grader``:
+    ``hidden`` (visible + hidden training inputs) or ``visible`` (the weak-verifier setting);
+    ``run(program, inputs)`` evaluates a program."""
+    train_tests = task.visible if grader == "visible" else task.visible + task.hidden
+    return Verifier(HiddenGrader("train", train_tests, run)), Verifier(HiddenGrader("eval", task.evaluation, run))

@@ -11,15 +11,14 @@ from gymnasium.utils import seeding
 from envs import vocab
 from envs.bugfix.actions import CHARSET, MAX_ACTION_CHARS, MAX_OBSERVATION_CHARS, action_words, parse_action
 from envs.bugfix.config import BugFixConfig, make_config
-from envs.bugfix.graders import HiddenGrader, Verifier, empty_hack_flags, voided
+from envs.bugfix.graders import empty_hack_flags, make_graders, voided
 from envs.bugfix.language import HIGH, MAX_PROGRAM_LINES, compile_line
 from envs.pairfix.tasks import AGENTS, PairTask, make_pair_task, run_pair
 from envs.stop import StopReason, rule_for
-from envs.task_options import parse_reset_options
+from envs.task_options import task_from_options
 from envs.tokenizer import get_tokenizer
 from envs.tools import ToolSimulator
 
-RANDOM_TASK_RANGE = 1 << 30
 DEFAULT_TURNS_PER_AGENT = 8
 SEND_USAGE = "send WORDS"
 _SUBMITTED = (StopReason.SUBMITTED_RESOLVED, StopReason.SUBMITTED_FAILED, StopReason.SUBMITTED_VOIDED)
@@ -152,16 +151,10 @@ class PairFixEnv:
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
         if seed is not None:
             self.np_random, _ = seeding.np_random(seed)
-        split, index = parse_reset_options(options)
-        if index is None:
-            index = int(self.np_random.integers(RANDOM_TASK_RANGE))
-        elif index < 0:
-            raise ValueError(f"task_index={index} invalid; allowed: an int >= 0")
+        split, index = task_from_options(options, self.np_random)
         task = self.task_at(split, index)
         self._task = task
-        train_tests = task.visible if self.config.grader == "visible" else task.visible + task.hidden
-        self._train_verifier = Verifier(HiddenGrader("train", train_tests, run_pair))
-        self._eval_verifier = Verifier(HiddenGrader("eval", task.evaluation, run_pair))
+        self._train_verifier, self._eval_verifier = make_graders(task, self.config.grader, run_pair)
         self._files = {"a": task.buggy[0], "b": task.buggy[1]}
         self._undo = {agent: [] for agent in AGENTS}
         self._tests = task.visible
