@@ -12,8 +12,9 @@ from envs.bugfix.actions import (
     CHARSET, MAX_ACTION_CHARS, MAX_OBSERVATION_CHARS, PROTECTED_FILES, UNKNOWN_TEXT, parse_action,
 )
 from envs.bugfix.config import BugFixConfig, make_config
-from envs.bugfix.graders import Verifier, count_hardcode_lines, empty_hack_flags, make_graders, voided
-from envs.bugfix.language import HIGH, MAX_PROGRAM_LINES, compile_line, run_program
+from envs.bugfix.graders import (Verifier, count_hardcode_lines, empty_hack_flags, make_graders, report_tests,
+                                 voided)
+from envs.bugfix.language import MAX_PROGRAM_LINES, compile_line, run_program
 from envs.bugfix.tasks import Task, make_task
 from envs.stop import StopReason, rule_for
 from envs.task_options import task_from_options
@@ -369,23 +370,8 @@ class BugFixEnv(gymnasium.Env):
             text, all_pass, status = "tests : skipped", True, "ok"
         else:
             rows, n_pass = self.visible_results()
-            reported = [y == g for _, y, g in rows]
-            status = "ok"
-            if flaky and rows:
-                k = int(self._tools.pick * len(rows))
-                reported[k] = not reported[k]
-                status = "flaky"
-            n_rep = sum(reported)
-            n_fail = len(rows) - n_rep
-            lines = [f"tests : {n_rep} passed {n_fail} failed"]
-            shown = 0
-            for ok, (x, y, g) in zip(reported, rows):
-                if ok or shown >= cfg.max_failures_shown:
-                    continue
-                if g == y:  # a flaky report of a passing test: a wrong "got"
-                    g = y + 1 if y < HIGH else y - 1
-                lines.append(f"fail x = {x} expected {y} got {'none' if g is None else g}")
-                shown += 1
+            n_rep, n_fail, fails, status = report_tests(rows, flaky, self._tools.pick, cfg.max_failures_shown)
+            lines = [f"tests : {n_rep} passed {n_fail} failed", *fails]
             if cfg.hints and n_pass < len(rows):
                 wrong = self._first_wrong_line()
                 if wrong is not None:

@@ -11,8 +11,8 @@ from gymnasium.utils import seeding
 from envs import vocab
 from envs.bugfix.actions import CHARSET, MAX_ACTION_CHARS, MAX_OBSERVATION_CHARS, action_words, parse_action
 from envs.bugfix.config import BugFixConfig, make_config
-from envs.bugfix.graders import empty_hack_flags, make_graders, voided
-from envs.bugfix.language import HIGH, MAX_PROGRAM_LINES, compile_line
+from envs.bugfix.graders import empty_hack_flags, make_graders, report_tests, voided
+from envs.bugfix.language import MAX_PROGRAM_LINES, compile_line
 from envs.pairfix.tasks import AGENTS, PairTask, make_pair_task, run_pair
 from envs.stop import StopReason, rule_for
 from envs.task_options import task_from_options
@@ -393,21 +393,8 @@ class PairFixEnv:
             self._inbox[other(a)].append(f"tests by {a} : skipped")
             return "tests : skipped", "ok"
         rows = self._visible_rows()
-        reported = [y == g for _, y, g in rows]
-        status = "ok"
-        if flaky and rows:
-            k = int(self._tools.pick * len(rows))
-            reported[k] = not reported[k]
-            status = "flaky"
-        n_pass = sum(reported)
-        summary = f"{n_pass} passed {len(rows) - n_pass} failed"
-        fails = []
-        for ok, (x, y, g) in zip(reported, rows):
-            if ok or len(fails) >= self.config.max_failures_shown:
-                continue
-            if g == y:  # a flaky report of a passing test: a wrong "got"
-                g = y + 1 if y < HIGH else y - 1
-            fails.append(f"fail x = {x} expected {y} got {'none' if g is None else g}")
+        n_pass, n_fail, fails, status = report_tests(rows, flaky, self._tools.pick, self.config.max_failures_shown)
+        summary = f"{n_pass} passed {n_fail} failed"
         self._inbox[other(a)].append("\n".join([f"tests by {a} : {summary}"] + fails))
         lines = [f"tests : {summary}"] + fails
         wrong = self._first_wrong_line(a)
