@@ -1,6 +1,9 @@
-"""The main job: a compute-matched GRPO vs PPO comparison over several seeds, then the report.
+"""The main job: a compute-matched comparison of RL methods over several seeds, then the report.
 
-    python -m experiments.compare                       # preset "small": ~10 min on 2 cores
+    python -m experiments.compare                       # preset "small": GRPO vs PPO, ~10 min on 2 cores
+    python -m experiments.compare --methods grpo,ppo,rloo,gigpo   # any registered methods (baseline: the first)
+    python -m experiments.compare --preset long_horizon --methods grpo,gigpo   # GiGPO's step groups
+    python -m experiments.compare --methods grpo,grpo_process -- +env.kwargs.reward_mode=process
     python -m experiments.compare --preset bugfix       # configs/experiment/compare_bugfix.yaml
     python -m experiments.compare --preset long_horizon --launcher ray
     python -m experiments.compare --seeds 0,1 -- budget.amount=512 eval.tasks=8   # extra overrides
@@ -8,13 +11,14 @@
 
 Steps:
 1. **Sweep.** Runs ``python -m experiments.train -m experiment=compare_<preset>`` as a
-   subprocess: a Hydra multirun over ``algo=grpo,ppo`` x seeds (the preset's
-   ``hydra.sweeper.params``) with the joblib launcher (2 jobs at a time) or ``hydra/launcher=ray``,
+   subprocess: a Hydra multirun over ``algo=<methods>`` x seeds (``--methods``, default
+   ``grpo,ppo`` = the preset's ``hydra.sweeper.params``) with the joblib launcher (2 jobs at a time) or ``hydra/launcher=ray``,
    into one sweep directory (``--sweep-dir``, default ``runs/compare/<preset>-<timestamp>``; every
    run is a subdirectory ``<env>-<algo>-s<seed>``). The command is printed and the output is shown
    live and kept in ``<sweep>/sweep.log``.
 2. **Report.** :func:`experiments.report.render_report` on the sweep directory: ``report.md`` and
-   the PNGs next to the runs; the markdown is printed.
+   the PNGs next to the runs; the markdown is printed. Its Conclusion compares every other method
+   against the **baseline**, the first of ``--methods`` (default ``grpo``: PPO - GRPO).
 3. **W&B summary run** (offline): one run in the sweep's group (``job_type="report"``) with the
    final table and the diagnostics table as ``wandb.Table`` and every plot as ``wandb.Image``.
    Each training run also logged itself to the same group (``job_type`` = its algorithm).
@@ -24,6 +28,14 @@ launcher; calling ``@hydra.main`` in-process means faking ``sys.argv`` and shari
 state with this process. The subprocess is exactly the command a user would type (printed, so any
 sweep can be re-run or extended by hand), keeps each sweep's state isolated, and lets this job set
 the environment of every run (one BLAS thread per job, W&B offline).
+
+Methods (``--methods``, :data:`COMPARE_METHODS`): a name must be a trainer of the registry
+(``algos.registry``) with a :class:`MethodSpec` here saying what it needs; anything else is a
+one-line error before any compute (exit 2). ``grpo_process`` needs step rewards: the job does not
+add them silently (every method of the sweep would then train on them), it asks for the override
+``+env.kwargs.reward_mode=process`` (or ``biased_process``) and refuses a preset whose env has no
+step rewards (LongHorizon-v1 pays only the final submit). A new method, e.g. a two-agent trainer
+once ``experiments.train`` runs PairFix, is one :data:`COMPARE_METHODS` entry (its ``envs``).
 
 Re-running with the same ``--sweep-dir`` resumes: each run continues from its last checkpoint
 (finished runs only rewrite their summary), then the report is rendered again.
@@ -39,6 +51,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 PRESETS: dict[str, str] = {
@@ -46,6 +59,8 @@ PRESETS: dict[str, str] = {
     "bugfix": "compare_bugfix",
     "long_horizon": "compare_long_horizon",
 }
+#: The env (``env.name``) each preset trains on.
+PRESET_ENVS: dict[str, str] = {"small": "bugfix", "bugfix": "bugfix", "long_horizon": "long_horizon"}
 LAUNCHERS = ("joblib", "ray")
 LOGGER_KINDS = ("wandb", "none")
 
@@ -63,6 +78,101 @@ SWEEP_ENV: dict[str, str] = {
 
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """What the compare job must know to run trainer ``name`` (``algo=<name>``) in a sweep.
+
+    ``envs``: the ``env.name`` values it can train on (the preset's env must be one of them);
+    ``step_rewards``: it needs per-step rewards (``env.kwargs.reward_mode`` in
+    :data:`STEP_REWARD_MODES`, an override the user passes after ``--``)."""
+
+    name: str
+    envs: tuple[str, ...] = ("bugfix", "long_horizon")
+    step_rewards: bool = False
+
+
+#: Methods the compare job runs, in the order ``--help`` lists them. Every key is a name of the
+#: trainer registry (``algos.registry.TRAINERS``) and of ``experiments.config.ALGO_SCHEMAS``.
+COMPARE_METHODS: dict[str, MethodSpec] = {m.name: m for m in (
+    MethodSpec("grpo"),
+    MethodSpec("ppo"),
+    MethodSpec("rloo"),
+    MethodSpec("gigpo"),
+    MethodSpec("grpo_process", envs=("bugfix",), step_rewards=True),
+)}
+#: ``--methods`` when not given: the two methods of the main job (the preset's sweeper params).
+DEFAULT_METHODS: tuple[str, ...] = ("grpo", "ppo")
+#: ``env.kwargs.reward_mode`` values that pay per-step rewards (BugFix-v1; LongHorizon-v1 has none).
+STEP_REWARD_MODES: tuple[str, ...] = ("process", "biased_process")
+_REWARD_MODE_KEY = re.compile(r"^\+{0,2}env\.kwargs\.reward_mode=(.*)$")
+
+
+class MethodError(ValueError):
+    """A ``--methods`` value the compare job cannot run (the message is the one-line error)."""
+
+
+def registry_methods() -> list[str]:
+    """Trainer names of the registry the compare job can run (:data:`COMPARE_METHODS` order)."""
+    from algos.registry import load_builtin_trainers
+
+    registered = load_builtin_trainers()
+    return [m for m in COMPARE_METHODS if m in registered]
+
+
+def parse_methods(text: str) -> tuple[str, ...]:
+    """``"grpo,rloo"`` -> ``("grpo", "rloo")`` (the order kept: the first is the report's
+    baseline). :class:`MethodError` on an empty item, a repeated name, a name outside the trainer
+    registry or one the compare job cannot run (a registered trainer without a
+    :data:`COMPARE_METHODS` entry), naming the bad value and the allowed ones."""
+    allowed = registry_methods()
+    names = tuple(m.strip() for m in text.split(","))
+    for m in names:
+        if not m:
+            raise MethodError(f"--methods {text!r} has an empty name; allowed: {', '.join(allowed)}")
+        if m not in allowed:
+            from algos.registry import TRAINERS
+
+            why = ("is a registered trainer the compare job does not run (no experiments.compare."
+                   "COMPARE_METHODS entry)" if m in TRAINERS else "is not a registered trainer")
+            raise MethodError(f"--methods: {m!r} {why}; allowed: {', '.join(allowed)}")
+    repeated = sorted({m for m in names if names.count(m) > 1})
+    if repeated:
+        raise MethodError(f"--methods {text!r} names {', '.join(repeated)} more than once; give each method once")
+    if len(names) < 2:
+        raise MethodError(f"--methods {text!r} names one method; a comparison needs at least 2 of: {', '.join(allowed)}")
+    return names
+
+
+def reward_mode_override(overrides: Sequence[str]) -> str | None:
+    """The value of the last ``[+]env.kwargs.reward_mode=...`` override, or None."""
+    mode = None
+    for o in overrides:
+        hit = _REWARD_MODE_KEY.match(o)
+        if hit:
+            mode = hit.group(1)
+    return mode
+
+
+def check_methods(methods: Sequence[str], preset: str, overrides: Sequence[str] = ()) -> None:
+    """:class:`MethodError` (one line) when a method cannot run on ``preset`` with ``overrides``:
+    the preset's env is not in its ``envs``, or it needs step rewards and no
+    ``+env.kwargs.reward_mode=<one of STEP_REWARD_MODES>`` override is given."""
+    env = PRESET_ENVS[preset]
+    for m in methods:
+        spec = COMPARE_METHODS[m]
+        if env not in spec.envs:
+            extra = " (LongHorizon-v1 rewards only the final submit: no step rewards)" if spec.step_rewards else ""
+            raise MethodError(f"--methods: {m!r} does not run on preset {preset!r} (env {env}){extra}; "
+                              f"{m} runs on env {', '.join(spec.envs)}")
+        if spec.step_rewards:
+            mode = reward_mode_override(overrides)
+            if mode not in STEP_REWARD_MODES:
+                given = "no reward_mode override" if mode is None else f"env.kwargs.reward_mode={mode}"
+                raise MethodError(f"--methods: {m!r} needs step rewards but got {given}; add the override "
+                                  f"`-- +env.kwargs.reward_mode=process` (or biased_process; every method "
+                                  f"of the sweep then trains on it)")
 
 #: ``--tiny``: every run of the sweep shrunk to seconds (the tiny policy and a compression budget
 #: that fits its 256-token context, 16 rollouts, a 16-demo warm start, 4 eval episodes) and seed 0
@@ -96,8 +206,11 @@ def sweep_command(
     seeds: Sequence[int] | None = None,
     logger: str = "wandb",
     overrides: Sequence[str] = (),
+    methods: Sequence[str] | None = None,
 ) -> list[str]:
-    """The ``experiments.train`` multirun command of one comparison."""
+    """The ``experiments.train`` multirun command of one comparison. ``methods`` None (or
+    :data:`DEFAULT_METHODS`) keeps the preset's ``algo`` sweep; otherwise ``algo=<m1>,<m2>,...``
+    is added (names are not checked here: :func:`parse_methods` does that)."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
     if launcher not in LAUNCHERS:
@@ -116,6 +229,8 @@ def sweep_command(
         if launcher != "joblib":
             raise ValueError("--jobs applies to the joblib launcher; Ray runs one job per free CPU")
         cmd.append(f"hydra.launcher.n_jobs={jobs}")
+    if methods is not None and tuple(methods) != DEFAULT_METHODS:
+        cmd.append("algo=" + ",".join(methods))
     if seeds is not None:
         cmd.append("seed=" + ",".join(str(int(s)) for s in seeds))
     cmd += list(overrides)
@@ -177,8 +292,10 @@ def run_sweep(cmd: Sequence[str], sweep_dir: Path, env: dict[str, str] | None = 
             raise
 
 
-def log_report(report, kind: str, sweep_dir: Path, group: str, config: dict) -> None:
-    """The summary run: tables as wandb.Table, plots as wandb.Image, in the sweep's group."""
+def log_report(report, kind: str, sweep_dir: Path, group: str, config: dict,
+               methods: Sequence[str] | None = None) -> None:
+    """The summary run: tables as wandb.Table, plots as wandb.Image, in the sweep's group
+    (``methods``: the report's method order, baseline first)."""
     from experiments.loggers import make_logger
     from experiments.report import DIAG_COLUMNS, diagnostics_table, group_runs, report_tables
 
@@ -186,7 +303,7 @@ def log_report(report, kind: str, sweep_dir: Path, group: str, config: dict) -> 
                          config=config)
     try:
         logger.log_table("report/final_table", report.columns, report.rows)
-        logger.log_table("report/diagnostics", list(DIAG_COLUMNS), diagnostics_table(group_runs(report.runs)))
+        logger.log_table("report/diagnostics", list(DIAG_COLUMNS), diagnostics_table(group_runs(report.runs, methods)))
         stop_cols = ["env", "method", "reason", "episodes"]
         stop_rows = [[env, m, reason, n] for env, ms in report.stop_reasons.items()
                      for m, t in ms.items() for reason, n in t.items()]
@@ -201,8 +318,12 @@ def log_report(report, kind: str, sweep_dir: Path, group: str, config: dict) -> 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m experiments.compare",
-        description="Compute-matched GRPO vs PPO sweep over seeds, then the report (see module docstring).",
+        description="Compute-matched sweep of RL methods over seeds, then the report (see module docstring).",
     )
+    p.add_argument("--methods", default=",".join(DEFAULT_METHODS),
+                   help=f"comma-separated trainers to compare, the first is the report's baseline (default "
+                        f"{','.join(DEFAULT_METHODS)}; any of {', '.join(COMPARE_METHODS)}; grpo_process needs "
+                        f"-- +env.kwargs.reward_mode=process)")
     p.add_argument("--preset", default="small", choices=list(PRESETS),
                    help="configs/experiment/compare_<preset>.yaml (default: small, ~10 min on 2 cores)")
     p.add_argument("--seeds", default=None,
@@ -223,11 +344,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    try:
+        methods = parse_methods(args.methods)
+        check_methods(methods, args.preset, args.overrides)
+    except MethodError as e:
+        print(f"compare: {e}", file=sys.stderr)
+        return 2
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else ([0] if args.tiny else None)
     sweep_dir = (args.sweep_dir or default_sweep_dir(args.preset)).resolve()
     group = sweep_dir.name
     overrides = [*args.overrides, *(TINY_OVERRIDES if args.tiny else ())]
-    cmd = sweep_command(args.preset, sweep_dir, group, args.launcher, args.jobs, seeds, args.logger, overrides)
+    cmd = sweep_command(args.preset, sweep_dir, group, args.launcher, args.jobs, seeds, args.logger, overrides,
+                        methods)
     print("sweep: " + " ".join(cmd), flush=True)
     if args.dry_run:
         return 0
@@ -243,17 +371,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from experiments.report import ReportError, render_report
 
-    title = args.title or f"GRPO vs PPO, compute-matched ({PRESETS[args.preset]})"
+    title = args.title or f"{' vs '.join(m.upper() for m in methods)}, compute-matched ({PRESETS[args.preset]})"
     try:
-        report = render_report(sweep_dir, title=title)
+        report = render_report(sweep_dir, title=title, methods=methods)
     except ReportError as e:
         print(f"compare: report failed: {e}", file=sys.stderr)
         return 2
     print(report.markdown)
-    config = {"preset": args.preset, "experiment": PRESETS[args.preset], "seeds": seeds,
+    config = {"preset": args.preset, "experiment": PRESETS[args.preset], "methods": list(methods), "seeds": seeds,
               "launcher": args.launcher, "overrides": overrides, "command": " ".join(cmd),
               "sweep_dir": str(sweep_dir), "sweep_seconds": sweep_seconds, "runs": len(report.runs)}
-    log_report(report, args.logger, sweep_dir, group, config)
+    log_report(report, args.logger, sweep_dir, group, config, methods)
     print(f"\nsweep {sweep_dir}: {len(report.runs)} runs in {sweep_seconds:.0f}s; report {report.path}"
           + (f"; W&B offline files under {sweep_dir / 'wandb'} and each run's wandb/" if args.logger == "wandb" else ""),
           file=sys.stderr)

@@ -8,9 +8,10 @@ at ``B``; the curve starts at ``(0, start_model/success)`` (the policy before an
 when the start model's success is known. A run whose curve does not cover ``B`` gives no value
 (left out; the row says how many seeds had one).
 
-Comparison: ``method - first`` for every method after the first of the env (method order of
-:func:`experiments.report.load.group_runs`: GRPO first, so the two-method case reads PPO - GRPO),
-the Welch interval of :func:`experiments.report.stats.welch_interval` and the verdict of
+Comparison: ``method - baseline`` for every method after the first of the env, the baseline
+(method order of :func:`experiments.report.load.group_runs`: the first of ``--methods`` in
+``experiments.compare``, GRPO by default, so the two-method case reads PPO - GRPO), one per
+(method, axis), with the Welch interval of :func:`experiments.report.stats.welch_interval` and the verdict of
 :func:`experiments.report.stats.verdict`.
 """
 

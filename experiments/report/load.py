@@ -148,17 +148,23 @@ def load_runs(root: str | Path) -> list[Run]:
     return [load_run(d) for d in dirs]
 
 
-def _method_order(methods: Iterable[str]) -> list[str]:
-    preferred = ["grpo", "ppo"]
+#: Method order when none is given: GRPO first (the baseline), then PPO, then the rest by name.
+DEFAULT_ORDER: tuple[str, ...] = ("grpo", "ppo")
+
+
+def method_order(methods: Iterable[str], order: Sequence[str] | None = None) -> list[str]:
+    """The methods present, those named in ``order`` first (in that order; default
+    :data:`DEFAULT_ORDER`), then the others by name. The first is the Conclusion's baseline."""
+    preferred = list(order) if order is not None else list(DEFAULT_ORDER)
     ms = set(methods)
-    return [m for m in preferred if m in ms] + sorted(ms - set(preferred))
+    return [m for m in dict.fromkeys(preferred) if m in ms] + sorted(ms - set(preferred))
 
 
-def group_runs(runs: Sequence[Run]) -> dict[str, dict[str, list[Run]]]:
-    """``{env: {method: [runs sorted by seed]}}``."""
+def group_runs(runs: Sequence[Run], order: Sequence[str] | None = None) -> dict[str, dict[str, list[Run]]]:
+    """``{env: {method: [runs sorted by seed]}}``, methods in :func:`method_order` (``order``)."""
     out: dict[str, dict[str, list[Run]]] = {}
     for r in runs:
         out.setdefault(r.env, {}).setdefault(r.algo, []).append(r)
     for env in out:
-        out[env] = {m: sorted(out[env][m], key=lambda r: r.seed) for m in _method_order(out[env])}
+        out[env] = {m: sorted(out[env][m], key=lambda r: r.seed) for m in method_order(out[env], order)}
     return dict(sorted(out.items()))

@@ -70,8 +70,10 @@ def _conclusion_md(env: str, comparisons: Sequence[Comparison]) -> list[str]:
     if not comparisons:
         return [f"- {env}: only one method, nothing to compare.", ""]
     md = [_md_table(CONCLUSION_COLUMNS, [c.row() for c in comparisons]), ""]
-    words = "; ".join(f"{c.axis.split('/')[1]}: {c.verdict}" for c in comparisons)
-    md += [f"Verdicts ({env}, {comparisons[0].second.upper()} - {comparisons[0].first.upper()}): {words}.", ""]
+    for second in dict.fromkeys(c.second for c in comparisons):  # one line per non-baseline method
+        mine = [c for c in comparisons if c.second == second]
+        words = "; ".join(f"{c.axis.split('/')[1]}: {c.verdict}" for c in mine)
+        md += [f"Verdicts ({env}, {second.upper()} - {mine[0].first.upper()}): {words}.", ""]
     return md
 
 
@@ -103,14 +105,27 @@ def _budget_line(runs: Sequence[Run]) -> str:
     return "; ".join(sorted(parts))
 
 
-def render_report(sweep_dir: str | Path, title: str | None = None, references: bool = True) -> Report:
+def _baselines(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> str:
+    """The baseline method (the first) of each env: ``"GRPO"``, or ``"bugfix: GRPO, long_horizon: PPO"``
+    when the envs differ."""
+    firsts = {env: next(iter(ms)).upper() for env, ms in groups.items() if ms}
+    if len(set(firsts.values())) <= 1:
+        return next(iter(firsts.values()), "none")
+    return ", ".join(f"{env}: {m}" for env, m in firsts.items())
+
+
+def render_report(sweep_dir: str | Path, title: str | None = None, references: bool = True,
+                  methods: Sequence[str] | None = None) -> Report:
     """Find the runs under ``sweep_dir``, write ``report.md`` and the PNGs there, return them.
 
     ``references``: play the scripted floor / ceiling agents on the runs' task set (cached in
-    ``sweep_dir/references.json``); ``False`` keeps only the start-model reference row."""
+    ``sweep_dir/references.json``); ``False`` keeps only the start-model reference row.
+    ``methods``: the method order (:func:`experiments.report.load.method_order`); the first present
+    is the **baseline** every other method is compared against in the Conclusion (default: GRPO,
+    then PPO, then the rest by name)."""
     sweep_dir = Path(sweep_dir)
     runs = load_runs(sweep_dir)
-    groups = group_runs(runs)
+    groups = group_runs(runs, methods)
     comparisons = {env: compare_at_matched_budgets(env, methods) for env, methods in groups.items()}
     refs: dict[str, list[ReferenceRow]] = {}
     for env, methods in groups.items():
@@ -127,7 +142,8 @@ def render_report(sweep_dir: str | Path, title: str | None = None, references: b
 
     rows = final_table(groups)
     warnings = fairness_warnings(groups)
-    md = [f"# {title or 'GRPO vs PPO: compute-matched comparison'}", ""]
+    names = list(dict.fromkeys(m for ms in groups.values() for m in ms))
+    md = [f"# {title or ' vs '.join(m.upper() for m in names) + ': compute-matched comparison'}", ""]
     md.append(f"Sweep directory: `{sweep_dir}` — {len(runs)} runs.")
     md.append("")
     md.append("## Conclusion")
@@ -136,8 +152,9 @@ def render_report(sweep_dir: str | Path, title: str | None = None, references: b
         "Per compute axis: held-out success of each method at the **matched budget** (the largest "
         "budget every run of the env reached on that axis = the smallest final counter), each run's "
         "eval curve interpolated linearly there (the curve starts at the start model's success at 0 "
-        "compute); then the difference of the second method minus the first with its "
-        f"{int(CONFIDENCE * 100)}% Welch interval across seeds (unequal variances, Welch-Satterthwaite "
+        "compute); then the difference of every other method minus the **baseline** "
+        f"({_baselines(groups)}: the first of `--methods`, GRPO by default), one row and one verdict "
+        f"per (method, axis), with its {int(CONFIDENCE * 100)}% Welch interval across seeds (unequal variances, Welch-Satterthwaite "
         "df). Verdict: a method is *ahead* when the interval excludes 0, else *inconclusive*."
     )
     md.append("")

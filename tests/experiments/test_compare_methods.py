@@ -1,0 +1,136 @@
+"""experiments.compare ``--methods``: parsing and validation (fast, no compute), the sweep
+command, the report's baseline order, and ONE tiny end-to-end sweep of GRPO vs RLOO (slow)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments import compare as C
+from experiments.config import ALGO_SCHEMAS
+from experiments.report.conclusion import compare_at_matched_budgets
+from experiments.report.load import group_runs, load_runs, method_order
+from experiments.report.markdown import _conclusion_md
+from report_fixtures import write_run
+
+ROOT = Path(__file__).resolve().parents[2]
+ALLOWED = "allowed: grpo, ppo, rloo, gigpo, grpo_process"
+
+
+def test_every_compare_method_is_a_registered_trainer_with_a_config():
+    from algos.registry import load_builtin_trainers
+
+    trainers = load_builtin_trainers()
+    for name, spec in C.COMPARE_METHODS.items():
+        assert spec.name == name and name in trainers and name in ALGO_SCHEMAS
+        assert (ROOT / "configs" / "algo" / f"{name}.yaml").is_file()
+        assert set(spec.envs) <= set(C.PRESET_ENVS.values())
+    assert C.registry_methods() == ["grpo", "ppo", "rloo", "gigpo", "grpo_process"]
+    assert set(C.PRESET_ENVS) == set(C.PRESETS)
+
+
+def test_parse_methods_keeps_the_order_and_names_bad_values():
+    assert C.parse_methods("grpo,ppo") == C.DEFAULT_METHODS
+    assert C.parse_methods(" rloo , grpo,gigpo") == ("rloo", "grpo", "gigpo")  # first = baseline
+    with pytest.raises(C.MethodError, match=rf"'foo' is not a registered trainer; {ALLOWED}$"):
+        C.parse_methods("grpo,foo")
+    # a registered trainer without a compare entry (two-agent, experiments.train_pair for now)
+    with pytest.raises(C.MethodError, match=rf"'ppo_ctde' is a registered trainer the compare job does not run.*{ALLOWED}$"):
+        C.parse_methods("grpo,ppo_ctde")
+    with pytest.raises(C.MethodError, match="empty name"):
+        C.parse_methods("grpo,,ppo")
+    with pytest.raises(C.MethodError, match="names grpo more than once"):
+        C.parse_methods("grpo,ppo,grpo")
+    with pytest.raises(C.MethodError, match="names one method"):
+        C.parse_methods("grpo")
+
+
+def test_reward_mode_override_reads_the_last_one_with_or_without_plus():
+    assert C.reward_mode_override(["budget.amount=8"]) is None
+    assert C.reward_mode_override(["+env.kwargs.reward_mode=process"]) == "process"
+    assert C.reward_mode_override(["env.kwargs.reward_mode=outcome", "++env.kwargs.reward_mode=biased_process"]) \
+        == "biased_process"
+
+
+def test_grpo_process_needs_step_rewards_and_a_bugfix_preset():
+    C.check_methods(("grpo", "ppo", "rloo", "gigpo"), "long_horizon")  # no requirement
+    C.check_methods(("grpo", "grpo_process"), "small", ["+env.kwargs.reward_mode=process"])
+    C.check_methods(("grpo", "grpo_process"), "bugfix", ["+env.kwargs.reward_mode=biased_process"])
+    with pytest.raises(C.MethodError, match=r"needs step rewards but got no reward_mode override; add the override "
+                                            r"`-- \+env.kwargs.reward_mode=process`"):
+        C.check_methods(("grpo", "grpo_process"), "small")
+    with pytest.raises(C.MethodError, match="got env.kwargs.reward_mode=outcome"):
+        C.check_methods(("grpo", "grpo_process"), "small", ["+env.kwargs.reward_mode=outcome"])
+    with pytest.raises(C.MethodError, match="does not run on preset 'long_horizon'.*runs on env bugfix"):
+        C.check_methods(("grpo", "grpo_process"), "long_horizon", ["+env.kwargs.reward_mode=process"])
+
+
+def test_sweep_command_adds_the_algo_sweep_only_for_other_methods(tmp_path):
+    today = C.sweep_command("small", tmp_path, "g", seeds=[0])
+    assert C.sweep_command("small", tmp_path, "g", seeds=[0], methods=C.DEFAULT_METHODS) == today
+    assert not any(a.startswith("algo=") for a in today)  # the preset's sweeper params: algo grpo,ppo
+    cmd = C.sweep_command("long_horizon", tmp_path, "g", seeds=[0], methods=("grpo", "gigpo"), overrides=["x=1"])
+    assert cmd[4] == "experiment=compare_long_horizon" and cmd[-3:] == ["algo=grpo,gigpo", "seed=0", "x=1"]
+
+
+def test_main_rejects_bad_methods_before_any_compute(monkeypatch, capsys):
+    def no_sweep(*a, **k):
+        raise AssertionError("the sweep must not start")
+
+    monkeypatch.setattr(C, "run_sweep", no_sweep)
+    assert C.main(["--methods", "grpo,bogus"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"compare: --methods: 'bogus' is not a registered trainer; {ALLOWED}"
+    assert C.main(["--methods", "grpo,grpo_process", "--tiny"]) == 2
+    assert "+env.kwargs.reward_mode=process" in capsys.readouterr().err
+    assert C.main(["--dry-run", "--methods", "grpo,rloo,gigpo", "--tiny"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("sweep: ") and " algo=grpo,rloo,gigpo seed=0 " in out
+
+
+def test_report_compares_every_method_against_the_baseline(tmp_path):
+    finals = {"rloo": [0.30, 0.31, 0.32], "grpo": [0.50, 0.51, 0.52], "ppo": [0.30, 0.31, 0.32]}
+    for algo, values in finals.items():
+        for seed, v in enumerate(values):
+            write_run(tmp_path / f"{algo}{seed}", algo, "bugfix", seed, final=v, group_size=1 if algo == "ppo" else 4)
+    runs = load_runs(tmp_path)
+    assert method_order(["rloo", "ppo", "grpo"]) == ["grpo", "ppo", "rloo"]  # default: GRPO first
+    assert method_order(["rloo", "ppo", "grpo"], ["rloo", "grpo"]) == ["rloo", "grpo", "ppo"]
+    methods = group_runs(runs, ["rloo", "grpo", "ppo"])["bugfix"]
+    comparisons = compare_at_matched_budgets("bugfix", methods)
+    assert {(c.first, c.second) for c in comparisons} == {("rloo", "grpo"), ("rloo", "ppo")}
+    assert len(comparisons) == 2 * 4  # one per (non-baseline method, axis)
+    by = {(c.second, c.axis): c for c in comparisons}
+    g = by["grpo", "compute/rollouts"]
+    # GRPO - RLOO: +0.2 with the hand interval of test_conclusion_names_the_method_ahead ([0.177, 0.223], df 4)
+    assert g.row()[3] == "GRPO - RLOO" and g.row()[6:] == ["+0.200", "[+0.177, +0.223]", "4.0", "**GRPO ahead**"]
+    # PPO - RLOO: identical values, difference 0
+    assert by["ppo", "compute/rollouts"].difference == pytest.approx(0.0)
+    assert by["ppo", "compute/rollouts"].verdict == "inconclusive"
+    md = "\n".join(_conclusion_md("bugfix", comparisons))
+    assert ("Verdicts (bugfix, GRPO - RLOO): rollouts: GRPO ahead; generated_tokens: GRPO ahead; "
+            "train_flops: GRPO ahead; wall_seconds: GRPO ahead.") in md
+    assert "Verdicts (bugfix, PPO - RLOO): rollouts: inconclusive;" in md
+
+
+@pytest.mark.slow
+def test_compare_tiny_grpo_vs_rloo_end_to_end(tmp_path):
+    sweep = tmp_path / "sweep"
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run(
+        [sys.executable, "-m", "experiments.compare", "--tiny", "--methods", "rloo,grpo", "--seeds", "0",
+         "--logger", "none", "--sweep-dir", str(sweep), "--", f"warmstart.cache_dir={tmp_path / 'ws'}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    runs = sorted(p.name for p in sweep.iterdir() if (p / "summary.json").is_file())
+    assert runs == ["bugfix-grpo-s0", "bugfix-rloo-s0"]
+    report = (sweep / "report.md").read_text()
+    assert report.startswith("# RLOO vs GRPO, compute-matched (compare_small)")
+    assert "every other method minus the **baseline** (RLOO: the first of `--methods`" in report
+    assert "Verdicts (bugfix, GRPO - RLOO): rollouts: inconclusive" in report  # 1 seed: no interval
+    assert "| bugfix | rloo | 1 | 2 tasks x 2 samples |" in report
