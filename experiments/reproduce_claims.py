@@ -409,16 +409,24 @@ C24_MIN_GAP = 0.2  # last-quarter training reward minus verified success under t
 C24_AGREE = 0.05  # outcome reward: training reward and verified success agree within this
 
 
+def c24_farmed(run: dict) -> bool:
+    """A trainer farms the biased reward: its training reward grows more than its verified success
+    (first -> last quarter) and ends at least :data:`C24_MIN_GAP` above it."""
+    return (run["reward_last"] - run["reward_first"] > run["success_last"] - run["success_first"]
+            and run["reward_last"] - run["success_last"] >= C24_MIN_GAP)
+
+
 def c24_trainer_passes(m: dict) -> bool:
-    b, o = m["biased"], m["outcome"]
-    return (b["reward_last"] - b["reward_first"] > b["success_last"] - b["success_first"]
-            and b["reward_last"] - b["success_last"] >= C24_MIN_GAP
+    """GRPO and grpo_process both farm the biased reward (:func:`c24_farmed`: higher training
+    reward, not higher verified success) while GRPO's outcome reward agrees with the verifier."""
+    b, o, pb = m["biased"], m["outcome"], m["process_biased"]
+    return (c24_farmed(b) and c24_farmed(pb) and pb["algo"] == "grpo_process" and pb["mode"] == m["biased_mode"]
             and abs(o["reward_first"] - o["success_first"]) <= C24_AGREE
             and abs(o["reward_last"] - o["success_last"]) <= C24_AGREE)
 
 
 def c24_trainer_text(m: dict) -> str:
-    b, o, mode = m["biased"], m["outcome"], m["biased_mode"]
+    b, o, pb, mode = m["biased"], m["outcome"], m["process_biased"], m["biased_mode"]
     cross = b["reward_last"] > o["reward_last"] and b["eval_train_success"] <= o["eval_train_success"]
     return (f"trainer: GRPO x2 from one start model, {m['budget']} rollouts, seed {m['seed']}, first -> last quarter of "
             f"{b['updates']} updates: {mode}: train reward {b['reward_first']:.3f} -> {b['reward_last']:.3f}, verified "
@@ -428,7 +436,14 @@ def c24_trainer_text(m: dict) -> str:
             f"{o['success_last']:.3f}, turns {o['turns_last']:.1f}; final verified success on train templates (8 x 8): "
             f"{mode} {b['eval_train_success']:.3f} vs outcome {o['eval_train_success']:.3f}; cross-run reading (biased: "
             f"higher last-quarter reward {b['reward_last']:.3f} vs {o['reward_last']:.3f} and not higher verified "
-            f"success) at this seed: {cross} (reported, not required: it held for 2 of seeds 0-4, either run can collapse)")
+            f"success) at this seed: {cross} (reported, not required: it held for 2 of seeds 0-4, either run can collapse)"
+            f"; trainer grpo_process (step rewards as the advantage signal, same budget, start model and seed) under "
+            f"{mode}: train reward {pb['reward_first']:.3f} -> {pb['reward_last']:.3f}, verified success "
+            f"{pb['success_first']:.3f} -> {pb['success_last']:.3f} (reward - success "
+            f"{pb['reward_last'] - pb['success_last']:+.3f}, need >= {C24_MIN_GAP:g}), scored steps "
+            f"{pb['scored_step_frac']:.2f} of all, mean turns {pb['turns_last']:.1f}, final verified success on train "
+            f"templates {pb['eval_train_success']:.3f} (GRPO under {mode} {b['eval_train_success']:.3f}, under outcome "
+            f"{o['eval_train_success']:.3f})")
 
 
 # ============================================================== env rows (experiments.claims.envs)
@@ -595,7 +610,7 @@ _ROWS: list[Claim] = [
     Claim("C21", "reward hacking earns nothing (every BugFix hack agent, easy + hard)", "edited tests / read answers never rewarded; counted", measured(envs_claims.measure_c21, c21_passes, c21_text), "empirical"),
     Claim("C22", "multi-agent non-stationarity (optional)", "centralized critic, local actors", optional("optional: PairFix-v1 and ppo_ctde / ppo_independent exist (experiments/claims/multiagent.py measure_c22), but at this scale neither the message shift nor the critic gap is significant yet (issue 12)"), "empirical"),
     Claim("C23", "training judge is not independent evidence (BugFix graders)", "evaluation verifier separate from training reward", measured(envs_claims.measure_c23, c23_passes, c23_text), "empirical"),
-    Claim("C24", "process rewards add signal but can be biased (scripted agents + GRPO trainer runs)", "biased variant: higher train reward, not higher verified success", check_c24, "empirical"),
+    Claim("C24", "process rewards add signal but can be biased (scripted agents + GRPO and grpo_process trainer runs)", "biased variant: higher train reward, not higher verified success", check_c24, "empirical"),
     Claim("C25", "PPO clipping is not a KL penalty (autograd)", "clipped token grad 0; ratio not limited; KL grad != 0 at ratios 1", measured(closed_form.measure_c25, c25_passes, c25_text)),
 ]
 

@@ -8,7 +8,8 @@ command runs as a subprocess (``sys.executable``, cwd = a temporary directory, s
 - ``experiments.train``: ``experiment=tiny`` and a tiny ``budget.amount`` (a multirun of a
   compare preset: ``experiments.compare.TINY_OVERRIDES`` and ``seed=0``);
 - ``experiments.compare``: ``--tiny`` (plus ``--dry-run`` for the Ray launcher, whose real multirun
-  is tests/experiments/test_launchers.py's);
+  is tests/experiments/test_launchers.py's; the ``--methods`` example runs at ``--tiny`` in
+  tests/experiments/test_compare_methods.py);
 - ``experiments.warmstart``: ``experiment=tiny``; ``experiments.calibrate``: ``--episodes 5``;
 - ``experiments.bench envs``: ``--steps 300 --repeats 1``; ``experiments.bench train``: ``--quick``;
 - ``experiments.report runs/compare/<sweep>``: the sweep the README's plain ``compare`` wrote;
@@ -84,6 +85,9 @@ def tiny_case(cmd: str) -> Case:
         if overrides.get("compression", "none") != "none":
             tiny.append("compression.budget_tokens=128")  # the tiny policy's max_len is 256
         return Case(exe + args + tiny, env)
+    if module == "experiments.compare" and args == ["--preset", "long_horizon", "--methods", "grpo,gigpo"]:
+        # the --methods example: run at --tiny by its own end-to-end test (one sweep, not two)
+        return Case(exe + args, covered_by="tests/experiments/test_compare_methods.py")
     if module == "experiments.compare":
         pre, post = (args[: args.index("--")], args[args.index("--"):]) if "--" in args else (args, [])
         # Ray: the sweep command is built and printed (--dry-run); a real Ray multirun of the

@@ -1,5 +1,7 @@
-"""Process-reward measurement: a real GRPO trainer farms a biased process reward (C24, trainer
-part; the scripted-agent part is an env measurement)."""
+"""Process-reward measurement: real trainers farm a biased process reward (C24, trainer part; the
+scripted-agent part is an env measurement): GRPO under the outcome and the biased reward, and
+process-supervised GRPO (``algo=grpo_process``, DeepSeekMath 4.1.3: the step rewards themselves are
+the advantage signal) under the biased reward, all at the same budget from the same start model."""
 
 from __future__ import annotations
 
@@ -10,19 +12,22 @@ from experiments.claims.compare import C19_ALGOS
 
 C24_BUDGET = 1024
 C24_BIASED = "biased_process"  # pays 0.1 per test run, whatever the progress
+#: The run keys of :func:`reward_mode_runs`: (name, algorithm, reward mode).
+C24_RUNS = (("outcome", "grpo", "outcome"), ("biased", "grpo", C24_BIASED), ("process_biased", "grpo_process", C24_BIASED))
 
 
 @lru_cache(maxsize=2)
 def reward_mode_runs(budget: int = C24_BUDGET, seed: int = 0) -> dict:
-    """GRPO (C19's settings) with ``outcome`` and with :data:`C24_BIASED` reward, from the same
-    start model file (the cached warm start), same seed and budget, 8 x 8 train-template eval
-    samples (cached): ``{mode: run}`` as returned by ``train_run``."""
+    """The :data:`C24_RUNS`: GRPO with ``outcome`` and with :data:`C24_BIASED` reward, and
+    ``grpo_process`` with :data:`C24_BIASED` reward, every run with C19's GRPO settings (G 4 x 4
+    tasks, lr 1e-3), from the same start model file (the cached warm start), same seed and budget,
+    8 x 8 train-template eval samples (cached): ``{name: run}`` as returned by ``train_run``."""
     path = start_model_info()["path"]
     out = {}
-    for mode in ("outcome", C24_BIASED):
+    for name, algo, mode in C24_RUNS:
         overrides = (("env.kwargs", {"difficulty": "easy", "reward_mode": mode}), ("policy.init_checkpoint", path),
                      ("seed", seed), ("eval.samples_per_task", 8))
-        out[mode] = train_run("grpo", C19_ALGOS["grpo"], budget, overrides)
+        out[name] = train_run(algo, C19_ALGOS["grpo"], budget, overrides)
     return out
 
 
@@ -34,21 +39,27 @@ def quarter_means(rows: list[dict], key: str) -> tuple[float, float]:
 
 
 def measure_c24_trainer(budget: int = C24_BUDGET, seed: int = 0) -> dict:
-    """Training reward vs verified success of GRPO under ``outcome`` and biased process reward.
+    """Training reward vs verified success of GRPO under ``outcome`` and biased process reward, and
+    of ``grpo_process`` under the biased process reward.
 
-    Two ``experiments.train.run`` runs (:func:`reward_mode_runs`). Per reward mode (``outcome`` /
-    ``biased``): ``updates``; the first- and last-quarter means of the training reward
+    Three ``experiments.train.run`` runs (:func:`reward_mode_runs`). Per run (``outcome``,
+    ``biased``: GRPO; ``process_biased``: grpo_process, with its ``algo`` and ``mode``): ``updates``; the first- and last-quarter means of the training reward
     (``reward_first``, ``reward_last``: ``rollout/train_reward_mean``) and of the verified success
     (``success_first``, ``success_last``: ``rollout/success_rate``, the env's independent verifier);
     ``turns_last`` (last-quarter ``rollout/mean_turns``); ``eval_train_success`` (final verified
-    success on the train templates, 8 tasks x 8). Also ``budget``, ``seed`` and ``biased_mode``."""
+    success on the train templates, 8 tasks x 8); ``scored_step_frac`` for grpo_process (mean
+    ``train/scored_step_frac``: share of its steps that carry a reward). Also ``budget``, ``seed`` and
+    ``biased_mode``."""
     runs = reward_mode_runs(budget, seed)
     out: dict = {"budget": budget, "seed": seed, "biased_mode": C24_BIASED}
-    for name, mode in (("outcome", "outcome"), ("biased", C24_BIASED)):
-        rows = runs[mode]["metrics"]
+    for name, algo, mode in C24_RUNS:
+        rows = runs[name]["metrics"]
         r0, r1 = quarter_means(rows, "rollout/train_reward_mean")
         s0, s1 = quarter_means(rows, "rollout/success_rate")
         out[name] = {"updates": len(rows), "reward_first": r0, "reward_last": r1, "success_first": s0,
                      "success_last": s1, "turns_last": quarter_means(rows, "rollout/mean_turns")[1],
-                     "eval_train_success": runs[mode]["summary"]["eval_train/success"]}
+                     "eval_train_success": runs[name]["summary"]["eval_train/success"]}
+        if algo == "grpo_process":
+            fracs = [r["train/scored_step_frac"] for r in rows if r.get("train/scored_step_frac") is not None]
+            out[name].update(algo=algo, mode=mode, scored_step_frac=sum(fracs) / len(fracs) if fracs else float("nan"))
     return out

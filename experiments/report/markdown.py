@@ -218,7 +218,8 @@ def render_report(sweep_dir: str | Path, title: str | None = None, references: b
             "explained variance is measured on complete returns the critic was not fitted on; per seed "
             "it is the mean over the second half of training (updates > U/2). Weight "
             "shift: how far token-mean aggregation moves per-task loss weights away from task-mean "
-            "on the same batch."
+            "on the same batch. Anchor hit rate (GiGPO): share of steps whose state "
+            "(`info[\"state_key\"]`) recurs in its group, so its step group has >= 2 members."
         )
         md.append("")
         md.append(_md_table(DIAG_COLUMNS, [r for r in diagnostics_table({env: methods})]))

@@ -131,7 +131,12 @@ DIAG_COLUMNS = (
     "critic EV held-out (2nd-half mean)",
     "critic EV held-out per seed (2nd-half mean)",
     "agg weight shift (mean)",
+    "anchor hit rate (mean)",
 )
+#: GiGPO's share of steps whose anchor state recurs in its group (``algos/gigpo.py``); other
+#: methods do not log it.
+ANCHOR_KEY = "train/anchor_hit_rate"
+ANCHOR_NA = "n/a (no step groups)"
 
 
 def _per_seed(values: Sequence[float]) -> str:
@@ -142,7 +147,9 @@ def diagnostics_table(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list
     """One row per env x method. Group columns only for runs with G > 1 (with G = 1 every group is
     all-0 or all-1 by definition and none is mixed: ``n/a (G = 1)``); the critic's held-out
     explained variance per seed is its mean over the second half of training
-    (:func:`second_half_mean`), then mean ± CI over seeds."""
+    (:func:`second_half_mean`), then mean ± CI over seeds. The anchor hit rate (GiGPO) is the
+    mean over updates per seed, then mean ± CI; ``n/a (no step groups)`` for methods that never
+    log :data:`ANCHOR_KEY`."""
     rows = []
     for env, methods in groups.items():
         for method, runs in methods.items():
@@ -165,8 +172,10 @@ def diagnostics_table(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list
                 ]
             else:
                 group_cells = [G1_NA] * 4
+            anchors = (fmt_seeds([_per_run_mean(r, ANCHOR_KEY) for r in runs])
+                       if any(r.has(ANCHOR_KEY) for r in runs) else ANCHOR_NA)
             rows.append(
                 [env, method, ", ".join(map(str, gs)), *group_cells, ev, ev_seeds,
-                 fmt_seeds([_per_run_mean(r, "train/agg_weight_shift") for r in runs])]
+                 fmt_seeds([_per_run_mean(r, "train/agg_weight_shift") for r in runs]), anchors]
             )
     return rows

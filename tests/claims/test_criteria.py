@@ -126,7 +126,9 @@ def _mode(r0, r1, s0, s1) -> dict:
 
 
 C24 = {"budget": 1024, "seed": 0, "biased_mode": "biased_process",
-       "outcome": _mode(0.3, 0.5, 0.3, 0.5), "biased": _mode(0.5, 1.0, 0.3, 0.4)}
+       "outcome": _mode(0.3, 0.5, 0.3, 0.5), "biased": _mode(0.5, 1.0, 0.3, 0.4),
+       "process_biased": {**_mode(0.3, 0.6, 0.0, 0.1), "algo": "grpo_process", "mode": "biased_process",
+                          "scored_step_frac": 0.4}}
 
 
 def test_c24_trainer_criterion():
@@ -135,3 +137,19 @@ def test_c24_trainer_criterion():
     assert not rc.c24_trainer_passes(_broken(C24, ("biased", "reward_last"), 0.5))
     # outcome reward disagreeing with verified success (0.5 vs 0.3)
     assert not rc.c24_trainer_passes(_broken(C24, ("outcome", "success_last"), 0.3))
+    # grpo_process: reward - success 0.6 - 0.45 = 0.15 < 0.2 (and success grew 0.45 > reward's 0.3)
+    assert not rc.c24_trainer_passes(_broken(C24, ("process_biased", "success_last"), 0.45))
+    # grpo_process: success grew as much as the reward (0.3 -> 0.6 and 0.0 -> 0.3): not farmed
+    assert not rc.c24_trainer_passes(_broken(_broken(C24, ("process_biased", "success_last"), 0.3),
+                                             ("process_biased", "reward_last"), 0.6))
+    # the process run must be grpo_process under the biased mode
+    assert not rc.c24_trainer_passes(_broken(C24, ("process_biased", "algo"), "grpo"))
+    assert not rc.c24_trainer_passes(_broken(C24, ("process_biased", "mode"), "process"))
+
+
+def test_c24_trainer_text_reports_grpo_process_next_to_grpo():
+    text = rc.c24_trainer_text(C24)
+    assert ("trainer grpo_process (step rewards as the advantage signal, same budget, start model and seed) under "
+            "biased_process: train reward 0.300 -> 0.600, verified success 0.000 -> 0.100 (reward - success "
+            "+0.500, need >= 0.2), scored steps 0.40 of all") in text
+    assert "final verified success on train templates 0.100 (GRPO under biased_process 0.400, under outcome 0.500)" in text

@@ -55,3 +55,9 @@ def test_c24_biased_process_reward_is_farmed_by_the_trainer():
     # ... while under the outcome reward the training reward is the verified success
     assert o["reward_first"] == pytest.approx(o["success_first"], abs=0.05)
     assert o["reward_last"] == pytest.approx(o["success_last"], abs=0.05)
+    # grpo_process at the same budget under the same biased reward farms it too
+    pb = m["process_biased"]
+    assert (pb["algo"], pb["mode"], pb["updates"]) == ("grpo_process", process.C24_BIASED, process.C24_BUDGET // 16)
+    assert pb["reward_last"] - pb["success_last"] >= 0.2
+    assert 0.0 < pb["scored_step_frac"] <= 1.0  # some steps carry a reward of their own
+    assert all(0.0 <= pb[k] <= 1.0 for k in ("success_first", "success_last", "eval_train_success"))

@@ -117,20 +117,55 @@ def test_report_compares_every_method_against_the_baseline(tmp_path):
     assert "Verdicts (bugfix, PPO - RLOO): rollouts: inconclusive;" in md
 
 
+#: The README's ``--methods`` example; tests/test_readme_commands.py leaves it to the test below
+#: (one sweep instead of two).
+README_COMMAND = ".venv/bin/python -m experiments.compare --preset long_horizon --methods grpo,gigpo"
+
+
 @pytest.mark.slow
-def test_compare_tiny_grpo_vs_rloo_end_to_end(tmp_path):
+def test_readme_methods_command_grpo_vs_gigpo_on_long_horizon_end_to_end(tmp_path):
+    import json
+
+    assert README_COMMAND in (ROOT / "README.md").read_text()
     sweep = tmp_path / "sweep"
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    env.update(HOME=str(tmp_path / "home"), WANDB_BASE_URL="http://127.0.0.1:9",  # no creds, no server
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    (tmp_path / "home").mkdir()
+    args = README_COMMAND.split()[3:]  # after ".venv/bin/python -m experiments.compare"
     out = subprocess.run(
-        [sys.executable, "-m", "experiments.compare", "--tiny", "--methods", "rloo,grpo", "--seeds", "0",
-         "--logger", "none", "--sweep-dir", str(sweep), "--", f"warmstart.cache_dir={tmp_path / 'ws'}"],
+        [sys.executable, "-m", "experiments.compare", *args, "--tiny", "--sweep-dir", str(sweep), "--",
+         f"warmstart.cache_dir={tmp_path / 'ws'}"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     runs = sorted(p.name for p in sweep.iterdir() if (p / "summary.json").is_file())
-    assert runs == ["bugfix-grpo-s0", "bugfix-rloo-s0"]
+    assert runs == ["long_horizon-gigpo-s0", "long_horizon-grpo-s0"]  # --tiny: seed 0 only
+    gigpo = [json.loads(x) for x in (sweep / runs[0] / "metrics.jsonl").read_text().splitlines()]
+    assert len(gigpo) == 2 and all("train/anchor_hit_rate" in r and "train/step_groups" in r for r in gigpo)
     report = (sweep / "report.md").read_text()
-    assert report.startswith("# RLOO vs GRPO, compute-matched (compare_small)")
-    assert "every other method minus the **baseline** (RLOO: the first of `--methods`" in report
-    assert "Verdicts (bugfix, GRPO - RLOO): rollouts: inconclusive" in report  # 1 seed: no interval
-    assert "| bugfix | rloo | 1 | 2 tasks x 2 samples |" in report
+    assert report.startswith("# GRPO vs GIGPO, compute-matched (compare_long_horizon)")
+    assert "every other method minus the **baseline** (GRPO: the first of `--methods`" in report
+    # the Conclusion names the non-baseline method; 1 seed: no interval, so inconclusive
+    assert ("Verdicts (long_horizon, GIGPO - GRPO): rollouts: inconclusive; generated_tokens: inconclusive; "
+            "train_flops: inconclusive; wall_seconds: inconclusive.") in report
+    assert "| long_horizon | gigpo | 1 | 2 tasks x 2 samples |" in report
+
+def test_diagnostics_report_the_anchor_hit_rate_of_gigpo_only(tmp_path):
+    import json
+
+    from experiments.report.tables import ANCHOR_NA, DIAG_COLUMNS, diagnostics_table
+
+    for seed in (0, 1):
+        write_run(tmp_path / f"g{seed}", "grpo", "long_horizon", seed, final=0.5)
+        d = write_run(tmp_path / f"gi{seed}", "gigpo", "long_horizon", seed, final=0.5)
+        lines = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
+        for line in lines:  # updates 1..4: hit rate 0.1 u + 0.2 seed
+            line["train/anchor_hit_rate"] = 0.1 * line["update"] + 0.2 * seed
+        (d / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    rows = {r[1]: r for r in diagnostics_table(group_runs(load_runs(tmp_path)))}
+    assert DIAG_COLUMNS[-1] == "anchor hit rate (mean)"
+    assert rows["grpo"][-1] == ANCHOR_NA
+    # per seed: mean of 0.1, 0.2, 0.3, 0.4 = 0.25 (+ 0.2 for seed 1): 0.25, 0.45 -> mean 0.35;
+    # half-width t_(0.975, 1) * s / sqrt(2) = 12.706 * 0.141421 / 1.414214 = 1.271
+    assert rows["gigpo"][-1] == "0.350 ± 1.271"
