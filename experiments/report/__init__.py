@@ -1,6 +1,6 @@
-"""Render the GRPO-vs-PPO report from any sweep directory.
+"""Render the compute-matched comparison report (GRPO vs PPO by default) from any sweep directory.
 
-    python -m experiments.report DIR
+    python -m experiments.report DIR [--methods A,B,...]    # the first method is the baseline
 
 finds every run directory under ``DIR`` (recursively: a directory holding ``metrics.jsonl``,
 ``config.yaml`` and ``summary.json``, see docs/interfaces.md), groups the runs by environment and
@@ -65,7 +65,16 @@ from experiments.report.conclusion import (
     matched_budget,
     success_at,
 )
-from experiments.report.load import Run, config_get, find_run_dirs, group_runs, load_run, load_runs, validate_run
+from experiments.report.load import (
+    Run,
+    config_get,
+    find_run_dirs,
+    group_runs,
+    load_run,
+    load_runs,
+    method_order,
+    validate_run,
+)
 from experiments.report.markdown import Report, render_report, report_tables
 from experiments.report.references import REFERENCE_COLUMNS, ReferenceRow, reference_rows, task_set_spec
 from experiments.report.stats import (
@@ -99,5 +108,5 @@ __all__ = [
     "stop_reason_totals", "t_critical", "validate_run",
     "CONCLUSION_AXES", "CONCLUSION_COLUMNS", "Comparison", "REFERENCE_COLUMNS", "ReferenceRow",
     "compare_at_matched_budgets", "eval_curve", "matched_budget", "reference_rows", "success_at", "task_set_spec",
-    "report_tables", "verdict", "welch_interval",
+    "report_tables", "verdict", "welch_interval", "method_order",
 ]

@@ -145,4 +145,4 @@ def test_trainer_claim_rows_run_the_trainers_with_measured_numbers():
     assert "bootstrap used" in rows["C17"][3]
     for axis in ("rollouts", "generated_tokens", "tool_seconds", "train_flops", "wall_seconds"):
         assert axis in rows["C19"][3]
-    assert "trainer: GRPO x2" in rows["C24"][3]
+    assert "trainer: GRPO x2" in rows["C24"][3] and "trainer grpo_process" in rows["C24"][3]
