@@ -158,8 +158,12 @@ def reward_mode_override(overrides: Sequence[str]) -> str | None:
 def check_methods(methods: Sequence[str], preset: str, overrides: Sequence[str] = ()) -> None:
     """:class:`MethodError` (one line) when a method cannot run on ``preset`` with ``overrides``:
     the preset's env is not in its ``envs``, or it needs step rewards and no
-    ``+env.kwargs.reward_mode=<one of STEP_REWARD_MODES>`` override is given."""
+    ``+env.kwargs.reward_mode=<one of STEP_REWARD_MODES>`` override is given. The env is the
+    preset's (:data:`PRESET_ENVS`) unless an ``env=<name>`` override replaces it."""
     env = PRESET_ENVS[preset]
+    for o in overrides:
+        if o.startswith("env="):
+            env = o.split("=", 1)[1]
     for m in methods:
         spec = COMPARE_METHODS[m]
         if env not in spec.envs:

@@ -67,6 +67,8 @@ def test_grpo_process_needs_step_rewards_and_a_bugfix_preset():
         C.check_methods(("grpo", "grpo_process"), "small", ["+env.kwargs.reward_mode=outcome"])
     with pytest.raises(C.MethodError, match="does not run on preset 'long_horizon'.*runs on env bugfix"):
         C.check_methods(("grpo", "grpo_process"), "long_horizon", ["+env.kwargs.reward_mode=process"])
+    with pytest.raises(C.MethodError, match=r"preset 'small' \(env long_horizon\)"):  # an env= override counts
+        C.check_methods(("grpo", "grpo_process"), "small", ["env=long_horizon", "+env.kwargs.reward_mode=process"])
 
 
 def test_sweep_command_adds_the_algo_sweep_only_for_other_methods(tmp_path):
