@@ -14,7 +14,8 @@ command runs as a subprocess (``sys.executable``, cwd = a temporary directory, s
 - ``experiments.bench envs``: ``--steps 300 --repeats 1``; ``experiments.bench train``: ``--quick``;
 - ``experiments.report runs/compare/<sweep>``: the sweep the README's plain ``compare`` wrote;
 - ``experiments.reproduce_claims``: run in full by tests/experiments/test_reproduce_claims.py (it
-  has no tiny mode; here we only check that such a test exists).
+  has no tiny mode; here we only check that such a test exists); ``experiments.bench e2e``: run
+  ``--quick`` on a tiny policy by tests/experiments/test_bench_e2e.py.
 """
 
 from __future__ import annotations
@@ -106,8 +107,10 @@ def tiny_case(cmd: str) -> Case:
     if module == "experiments.bench" and args == ["train"]:
         return Case(exe + args + ["--quick"], env)
     if module == "experiments.bench" and args == ["e2e"]:
-        # the current tree only (the baseline is a checkout of 688a06a a fresh clone does not have)
-        return Case(exe + args + ["--quick", "--no-baseline", "--no-bound"], env)
+        # `--quick --no-baseline --no-bound` on a tiny policy and warm start (the learn preset's own
+        # 3000-demo warm start would cost minutes on a fresh clone): that test's
+        # test_quick_plumbing_on_a_tiny_config (the baseline is a checkout a fresh clone does not have)
+        return Case(exe + args, covered_by="tests/experiments/test_bench_e2e.py")
     if module == "experiments.train_pair":
         return Case(exe + args + ["--updates", "1"], env)
     raise LookupError(f"README command has no tiny rule in tests/test_readme_commands.py: {cmd}")
