@@ -12,6 +12,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.state_key import stable_state_key
 from envs.task_options import SPLITS, task_from_options
 
 TIME_LIMITS = ("truncation", "termination")
@@ -166,6 +167,17 @@ class LongHorizonEnv(gym.Env):
     re-trying the applied approach). At the end additionally ``stop_reason``, ``masked`` (False),
     ``verified`` (0/1, re-checked from the hidden state), ``train_reward``.
 
+    ``state_key`` (every step and reset; ``state_key()``): the anchor state, an int in [0, 2**63),
+    a stable hash (``envs.state_key.stable_state_key``, the same in every process) of what the
+    future tool outputs depend on: the task (``task_id``, ``n_stages``, ``n_approaches``,
+    ``verbose``), stages finished, the applied fix and whether any approach was tried (``status``
+    shows it). Not in it: the turn counter, so not the ``turns left : N`` line of
+    ``time_limit="termination"`` either (deliberate: two members of a group that reach the same
+    state at different turns share one anchor, GiGPO's anchor-state definition); the filler and
+    latency random stream; the run of format errors; and what only the agent's memory or the
+    ``info`` counters record (notes read, which approaches failed, pages inspected: no tool answers
+    differently because of them).
+
     ## Arguments
     ``n_stages`` (1..1000, default 8): stages to finish. ``n_approaches`` (2..8, default 4).
     ``verbose`` (0..10000, default 8): filler words per verbose output. ``max_turns`` (default
@@ -181,7 +193,9 @@ class LongHorizonEnv(gym.Env):
     - v1: procedural task pools (any ``task_index >= 0``; ``n_train_tasks`` / ``n_heldout_tasks``
       removed), train / held-out keys disjoint (even / odd), ``time_limit`` option, one whitespace
       rule, actions longer than the action space are format errors, default ``max_turns`` lowered
-      from ``2 * (n_stages + n_approaches) + 10`` to ``n_stages + n_approaches + 4``.
+      from ``2 * (n_stages + n_approaches) + 10`` to ``n_stages + n_approaches + 4``;
+      ``info["state_key"]`` (an added info key, added within v1: no version bump, nothing else
+      changes).
     - v0: 64 train / 16 held-out task instances; ``task_index`` out of range raised.
     """
 
@@ -467,7 +481,17 @@ class LongHorizonEnv(gym.Env):
             "stages_left": self.n_stages - self._stages_done,
             "repeated_failed_approaches": self._repeated_failed,
             "redundant_actions": self._redundant,
+            "state_key": self.state_key(),
         }
+
+    def state_key(self) -> int:
+        """The anchor key of the current state (``## Info`` in the class docstring)."""
+        self._require_task()
+        return stable_state_key({
+            "env": "LongHorizon-v1", "task_id": self.task.task_id, "n_stages": self.n_stages,
+            "n_approaches": self.n_approaches, "verbose": self.verbose,
+            "stages_done": self._stages_done, "fix": self._fix, "tried_any": self._tried_any,
+        })
 
 
 def _check_int(name: str, value, low: int, high: int) -> None:
