@@ -98,14 +98,12 @@ class BugFixEnv(gymnasium.Env):
     reward), ``verified``, ``masked``, ``visible_pass_rate``, ``hidden_pass_rate`` (training
     grader) and ``eval_pass_rate``.
 
-    ## Anchor state (``info["state_key"]``)
-    Reset and every step: an int in [0, 2**63), a stable hash (blake2b, same in every process) of
-    the state the next tool outputs depend on (``envs/bugfix/state_key.py``): the task (spec, id,
-    output knobs), every line of main, the current visible tests, whether they are skipped, which
-    hack flags are raised (so which protected files were read) and the process-reward bookkeeping.
-    Deliberately not the turn counter (nor ``turns left : N``), the clock, the fault stream, the
-    undo history or what run_tests showed: the same state reached by two members of a group along
-    different paths or at different turns shares one key (GiGPO's anchor state).
+    ## Anchor state (``info["state_key"]``, reset and every step; ``envs/bugfix/state_key.py``)
+    An int in [0, 2**63), a stable hash (the same in every process) of what the next tool outputs
+    depend on: the task, every line of main, the visible tests, skip, which hack flags are raised
+    (so which protected files were read), the process-reward bookkeeping. Deliberately not the turn
+    counter (nor ``turns left : N``), clock, fault stream, undo history or what run_tests showed:
+    the same state reached along different paths or at different turns shares one key (GiGPO).
 
     ## Arguments
     ``difficulty``: ``tutorial | easy | medium | hard | extreme`` or a dict of knobs on top of
