@@ -168,15 +168,13 @@ class LongHorizonEnv(gym.Env):
     ``verified`` (0/1, re-checked from the hidden state), ``train_reward``.
 
     ``state_key`` (every step and reset; ``state_key()``): the anchor state, an int in [0, 2**63),
-    a stable hash (``envs.state_key.stable_state_key``, the same in every process) of what the
-    future tool outputs depend on: the task (``task_id``, ``n_stages``, ``n_approaches``,
-    ``verbose``), stages finished, the applied fix and whether any approach was tried (``status``
-    shows it). Not in it: the turn counter, so not the ``turns left : N`` line of
-    ``time_limit="termination"`` either (deliberate: two members of a group that reach the same
-    state at different turns share one anchor, GiGPO's anchor-state definition); the filler and
-    latency random stream; the run of format errors; and what only the agent's memory or the
-    ``info`` counters record (notes read, which approaches failed, pages inspected: no tool answers
-    differently because of them).
+    a stable hash (``envs.state_key``, the same in every process) of what future tool outputs
+    depend on: the task (``task_id``, ``n_stages``, ``n_approaches``, ``verbose``), stages
+    finished, the applied fix, whether any approach was tried (``status`` shows it). Deliberately
+    not the turn counter, so not ``turns left : N`` (``time_limit="termination"``): members that
+    reach one state at different turns share one anchor (GiGPO's anchor state); nor the random
+    stream, the run of format errors, or what only memory / info counters record (notes read,
+    failed approaches, pages inspected: no tool answers differently because of them).
 
     ## Arguments
     ``n_stages`` (1..1000, default 8): stages to finish. ``n_approaches`` (2..8, default 4).
@@ -235,6 +233,10 @@ class LongHorizonEnv(gym.Env):
         self.observation_space = spaces.Text(MAX_OBS_CHARS, min_length=1, charset=CHARSET)
 
         self.task: LongHorizonTask | None = None
+        # state_key: the env part (hashed once) and a memo (task id, stages done, fix, tried any) -> key
+        self._key_identity = format(stable_state_key({"env": "LongHorizon-v1", "n_stages": n_stages,
+                                                      "n_approaches": n_approaches, "verbose": verbose}), "016x")
+        self._key_memo: dict[tuple, int] = {}
         self._done = True
         self._last_obs = ""
 
@@ -487,11 +489,13 @@ class LongHorizonEnv(gym.Env):
     def state_key(self) -> int:
         """The anchor key of the current state (``## Info`` in the class docstring)."""
         self._require_task()
-        return stable_state_key({
-            "env": "LongHorizon-v1", "task_id": self.task.task_id, "n_stages": self.n_stages,
-            "n_approaches": self.n_approaches, "verbose": self.verbose,
-            "stages_done": self._stages_done, "fix": self._fix, "tried_any": self._tried_any,
-        })
+        state = (self.task.task_id, self._stages_done, self._fix, self._tried_any)
+        key = self._key_memo.get(state)  # a state met before (this env, any episode) hashes nothing
+        if key is None:
+            if len(self._key_memo) >= 4096:
+                self._key_memo.clear()
+            key = self._key_memo[state] = stable_state_key([self._key_identity, *state])
+        return key
 
 
 def _check_int(name: str, value, low: int, high: int) -> None:

@@ -15,7 +15,7 @@ from envs.bugfix.config import BugFixConfig, make_config
 from envs.bugfix.graders import (Verifier, count_hardcode_lines, empty_hack_flags, make_graders, report_tests,
                                  voided)
 from envs.bugfix.language import MAX_PROGRAM_LINES, compile_line, run_program
-from envs.bugfix.state_key import repository_state_key, task_identity
+from envs.bugfix.state_key import RepositoryKeys
 from envs.bugfix.tasks import Task, make_task
 from envs.stop import StopReason, rule_for
 from envs.task_options import task_from_options
@@ -143,6 +143,7 @@ class BugFixEnv(gymnasium.Env):
             "skip_tests": self._skip_tests, "edit_test": self._edit_test, "delete_test": self._delete_test,
         }
         self._task: Task | None = None
+        self._keys = RepositoryKeys("BugFix-v1", self.config)  # info["state_key"], memoised
         self._ended = True
         self._last_obs = ""
 
@@ -160,7 +161,6 @@ class BugFixEnv(gymnasium.Env):
         split, index = task_from_options(options, self.np_random)
         task = self.task_at(split, index)
         self._task = task
-        self._identity = task_identity("BugFix-v1", self.config, task.task_id)
         self._train_verifier, self._eval_verifier = self.graders(task)
         self._visible_words = frozenset(str(x) for x, _ in task.visible)
         self._program = task.buggy
@@ -466,9 +466,8 @@ class BugFixEnv(gymnasium.Env):
 
     def state_key(self) -> int:
         """The anchor key of the current state (class docstring, ``envs/bugfix/state_key.py``)."""
-        return repository_state_key(self._identity, {"main": self._program}, self._tests, self._skipped,
-                                    self._hack_flags, {"process_given": self._process_given,
-                                                       "process_paid": self._process_paid})
+        return self._keys(self._task.task_id, {"main": self._program}, self._tests, self._skipped,
+                          self._hack_flags, (self._process_given, self._process_paid))
 
     @property
     def turns_left(self) -> int:

@@ -13,7 +13,7 @@ from envs.bugfix.actions import CHARSET, MAX_ACTION_CHARS, MAX_OBSERVATION_CHARS
 from envs.bugfix.config import BugFixConfig, make_config
 from envs.bugfix.graders import empty_hack_flags, make_graders, report_tests, voided
 from envs.bugfix.language import MAX_PROGRAM_LINES, compile_line
-from envs.bugfix.state_key import repository_state_key, task_identity
+from envs.bugfix.state_key import RepositoryKeys
 from envs.pairfix.tasks import AGENTS, PairTask, make_pair_task, run_pair
 from envs.stop import StopReason, rule_for
 from envs.task_options import task_from_options
@@ -133,6 +133,7 @@ class PairFixEnv:
         self.agents: list[str] = []
         self._ended = True
         self._task: PairTask | None = None
+        self._keys = RepositoryKeys("PairFix-v1", self.config)  # info["state_key"], memoised
 
     # ---- spaces and tasks ---------------------------------------------------------------------
     def observation_space(self, agent: str) -> spaces.Text:
@@ -162,7 +163,6 @@ class PairFixEnv:
         split, index = task_from_options(options, self.np_random)
         task = self.task_at(split, index)
         self._task = task
-        self._identity = task_identity("PairFix-v1", self.config, task.task_id)
         self._train_verifier, self._eval_verifier = make_graders(task, self.config.grader, run_pair)
         self._files = {"a": task.buggy[0], "b": task.buggy[1]}
         self._undo = {agent: [] for agent in AGENTS}
@@ -291,8 +291,7 @@ class PairFixEnv:
 
     def state_key(self, agent: str) -> int:
         """``agent``'s anchor key of the current state (see ``infos`` in the class docstring)."""
-        return repository_state_key(self._identity, self._files, self._tests, self._skipped, self._hack_flags,
-                                    {"agent": agent})
+        return self._keys(self._task.task_id, self._files, self._tests, self._skipped, self._hack_flags, (agent,))
 
     def _file_fixed(self) -> dict[str, bool]:
         ref = self._task.reference
