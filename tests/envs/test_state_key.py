@@ -223,3 +223,23 @@ def test_keys_are_the_same_in_another_process_with_another_hash_seed():
     env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": root}
     out = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, check=True, cwd=root)
     assert json.loads(out.stdout) == here
+
+
+def test_memoised_keys_equal_the_direct_hash_of_the_state():
+    """``RepositoryKeys`` (the env's memo) returns what ``repository_state_key`` computes from
+    scratch, for states met first and met again (a second ``view ref`` changes a flag count only)."""
+    from envs.bugfix.state_key import RepositoryKeys, config_identity, repository_state_key
+
+    env, _ = _bugfix(faults=False, max_turns=20)
+    u = env.unwrapped
+    identity = config_identity("BugFix-v1", u.config)
+    for action in ("view main", FIX, "view ref", "view ref", INVERSE, "edit_test 2 7", "undo", "skip_tests"):
+        key = env.step(action)[-1]["state_key"]
+        direct = repository_state_key(identity, u.task.task_id, {"main": u.program}, u.visible_tests, u._skipped,
+                                      u._hack_flags, (u._process_given, u._process_paid))
+        assert key == direct, action
+    keys = RepositoryKeys("BugFix-v1", u.config)
+    keys.MAX_MEMO = 2  # a full memo is emptied, never wrong
+    states = [("t", {"main": ("return x",)}, ((1, 1),), False, {"read_ref": n}, ()) for n in (0, 1, 2, 0)]
+    got = [keys(*s) for s in states]
+    assert got == [repository_state_key(identity, *s) for s in states] and got[0] == got[3] != got[1] == got[2]
