@@ -12,6 +12,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.state_key import stable_state_key
 from envs.task_options import SPLITS, task_from_options
 
 TIME_LIMITS = ("truncation", "termination")
@@ -166,6 +167,15 @@ class LongHorizonEnv(gym.Env):
     re-trying the applied approach). At the end additionally ``stop_reason``, ``masked`` (False),
     ``verified`` (0/1, re-checked from the hidden state), ``train_reward``.
 
+    ``state_key`` (every step and reset; ``state_key()``): the anchor state, an int in [0, 2**63),
+    a stable hash (``envs.state_key``, the same in every process) of what future tool outputs
+    depend on: the task (``task_id``, ``n_stages``, ``n_approaches``, ``verbose``), stages
+    finished, the applied fix, whether any approach was tried (``status`` shows it). Deliberately
+    not the turn counter, so not ``turns left : N`` (``time_limit="termination"``): members that
+    reach one state at different turns share one anchor (GiGPO's anchor state); nor the random
+    stream, the run of format errors, or what only memory / info counters record (notes read,
+    failed approaches, pages inspected: no tool answers differently because of them).
+
     ## Arguments
     ``n_stages`` (1..1000, default 8): stages to finish. ``n_approaches`` (2..8, default 4).
     ``verbose`` (0..10000, default 8): filler words per verbose output. ``max_turns`` (default
@@ -181,7 +191,9 @@ class LongHorizonEnv(gym.Env):
     - v1: procedural task pools (any ``task_index >= 0``; ``n_train_tasks`` / ``n_heldout_tasks``
       removed), train / held-out keys disjoint (even / odd), ``time_limit`` option, one whitespace
       rule, actions longer than the action space are format errors, default ``max_turns`` lowered
-      from ``2 * (n_stages + n_approaches) + 10`` to ``n_stages + n_approaches + 4``.
+      from ``2 * (n_stages + n_approaches) + 10`` to ``n_stages + n_approaches + 4``;
+      ``info["state_key"]`` (an added info key, added within v1: no version bump, nothing else
+      changes).
     - v0: 64 train / 16 held-out task instances; ``task_index`` out of range raised.
     """
 
@@ -221,6 +233,10 @@ class LongHorizonEnv(gym.Env):
         self.observation_space = spaces.Text(MAX_OBS_CHARS, min_length=1, charset=CHARSET)
 
         self.task: LongHorizonTask | None = None
+        # state_key: the env part (hashed once) and a memo (task id, stages done, fix, tried any) -> key
+        self._key_identity = format(stable_state_key({"env": "LongHorizon-v1", "n_stages": n_stages,
+                                                      "n_approaches": n_approaches, "verbose": verbose}), "016x")
+        self._key_memo: dict[tuple, int] = {}
         self._done = True
         self._last_obs = ""
 
@@ -467,7 +483,19 @@ class LongHorizonEnv(gym.Env):
             "stages_left": self.n_stages - self._stages_done,
             "repeated_failed_approaches": self._repeated_failed,
             "redundant_actions": self._redundant,
+            "state_key": self.state_key(),
         }
+
+    def state_key(self) -> int:
+        """The anchor key of the current state (``## Info`` in the class docstring)."""
+        self._require_task()
+        state = (self.task.task_id, self._stages_done, self._fix, self._tried_any)
+        key = self._key_memo.get(state)  # a state met before (this env, any episode) hashes nothing
+        if key is None:
+            if len(self._key_memo) >= 4096:
+                self._key_memo.clear()
+            key = self._key_memo[state] = stable_state_key([self._key_identity, *state])
+        return key
 
 
 def _check_int(name: str, value, low: int, high: int) -> None:

@@ -15,6 +15,7 @@ from envs.bugfix.config import BugFixConfig, make_config
 from envs.bugfix.graders import (Verifier, count_hardcode_lines, empty_hack_flags, make_graders, report_tests,
                                  voided)
 from envs.bugfix.language import MAX_PROGRAM_LINES, compile_line, run_program
+from envs.bugfix.state_key import RepositoryKeys
 from envs.bugfix.tasks import Task, make_task
 from envs.stop import StopReason, rule_for
 from envs.task_options import task_from_options
@@ -97,6 +98,13 @@ class BugFixEnv(gymnasium.Env):
     reward), ``verified``, ``masked``, ``visible_pass_rate``, ``hidden_pass_rate`` (training
     grader) and ``eval_pass_rate``.
 
+    ## Anchor state (``info["state_key"]``, reset and every step; ``envs/bugfix/state_key.py``)
+    An int in [0, 2**63), a stable hash (the same in every process) of what the next tool outputs
+    depend on: the task, every line of main, the visible tests, skip, which hack flags are raised
+    (so which protected files were read), the process-reward bookkeeping. Deliberately not the turn
+    counter (nor ``turns left : N``), clock, fault stream, undo history or what run_tests showed:
+    the same state reached along different paths or at different turns shares one key (GiGPO).
+
     ## Arguments
     ``difficulty``: ``tutorial | easy | medium | hard | extreme`` or a dict of knobs on top of
     ``easy``; further keyword knobs override it (``envs/bugfix/config.py``, ``envs.tools.FaultConfig``;
@@ -110,7 +118,8 @@ class BugFixEnv(gymnasium.Env):
       ``hardcode`` detected but not voided; stop reasons ``submitted_voided`` and ``turn_limit``;
       ``time_limit`` option; process bonus never kept with a hack flag; one draw budget per tool
       call; timeouts in a row only; one whitespace rule; long actions are format errors; ``ls``
-      marks every protected file; ``tutorial`` difficulty.
+      marks every protected file; ``tutorial`` difficulty; ``info["state_key"]`` (an added info
+      key, added within v1: no version bump, nothing else changes).
     - v0: 28 fixed templates; visible and hidden training inputs from one pool of 16 integers.
     """
 
@@ -134,6 +143,7 @@ class BugFixEnv(gymnasium.Env):
             "skip_tests": self._skip_tests, "edit_test": self._edit_test, "delete_test": self._delete_test,
         }
         self._task: Task | None = None
+        self._keys = RepositoryKeys("BugFix-v1", self.config)  # info["state_key"], memoised
         self._ended = True
         self._last_obs = ""
 
@@ -242,6 +252,7 @@ class BugFixEnv(gymnasium.Env):
             "hack_flags": dict(self._hack_flags),
             "task_id": task.task_id,
             "split": task.split,
+            "state_key": self.state_key(),
         }
         if self._ended:
             rule = rule_for(self._stop)
@@ -452,6 +463,11 @@ class BugFixEnv(gymnasium.Env):
     def visible_tests(self) -> tuple[tuple[int, int], ...]:
         """The current (possibly edited) visible tests."""
         return self._tests
+
+    def state_key(self) -> int:
+        """The anchor key of the current state (class docstring, ``envs/bugfix/state_key.py``)."""
+        return self._keys(self._task.task_id, {"main": self._program}, self._tests, self._skipped,
+                          self._hack_flags, (self._process_given, self._process_paid))
 
     @property
     def turns_left(self) -> int:

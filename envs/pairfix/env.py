@@ -13,6 +13,7 @@ from envs.bugfix.actions import CHARSET, MAX_ACTION_CHARS, MAX_OBSERVATION_CHARS
 from envs.bugfix.config import BugFixConfig, make_config
 from envs.bugfix.graders import empty_hack_flags, make_graders, report_tests, voided
 from envs.bugfix.language import MAX_PROGRAM_LINES, compile_line
+from envs.bugfix.state_key import RepositoryKeys
 from envs.pairfix.tasks import AGENTS, PairTask, make_pair_task, run_pair
 from envs.stop import StopReason, rule_for
 from envs.task_options import task_from_options
@@ -92,12 +93,19 @@ class PairFixEnv:
     ``file_fixed_a`` / ``file_fixed_b`` (that file computes its reference's outputs on the
     program's evaluation inputs, the other file taken as its reference) and ``bug_in``.
 
+    ``infos[agent]["state_key"]`` (reset and every step): the agent's anchor state, BugFix's key
+    (``envs/bugfix/state_key.py``) over both files (its run_tests runs the whole program), the
+    shared tests, skip, raised hack flags and the agent's name (so the two agents never share an
+    anchor); not the turn counters, the fault stream, the undo histories nor the messages and
+    test summaries waiting in its inbox (what it is shown, not tool state).
+
     ## Arguments
     ``difficulty`` and ``**knobs``: BugFix's (``envs/bugfix/config.py``); ``max_turns`` means turns
     PER AGENT (default 8 here). ``max_message_words``: 1..16 (default 6). ``render_mode``: ansi.
 
     ## Version History
-    - v1: first version.
+    - v1: first version; ``infos[agent]["state_key"]`` added within v1 (an added info key: no
+      version bump, nothing else changes).
     """
 
     metadata = {"render_modes": ["ansi"], "name": "pairfix_v1"}
@@ -125,6 +133,7 @@ class PairFixEnv:
         self.agents: list[str] = []
         self._ended = True
         self._task: PairTask | None = None
+        self._keys = RepositoryKeys("PairFix-v1", self.config)  # info["state_key"], memoised
 
     # ---- spaces and tasks ---------------------------------------------------------------------
     def observation_space(self, agent: str) -> spaces.Text:
@@ -263,7 +272,7 @@ class PairFixEnv:
         info: dict[str, Any] = {
             "turn": self._turns[agent], "joint_turn": sum(self._turns.values()), "tool_seconds": self._tool_seconds,
             "tool_status": self._status[agent], "hack_flags": dict(self._hack_flags), "task_id": task.task_id,
-            "split": task.split, "bug_in": task.bug_in,
+            "split": task.split, "bug_in": task.bug_in, "state_key": self.state_key(agent),
         }
         if self._ended:
             rule = rule_for(self._stop)
@@ -279,6 +288,10 @@ class PairFixEnv:
                 info["hidden_pass_rate"] = self._train_verifier.grader.pass_rate(program)
                 info["eval_pass_rate"] = self._eval_verifier.grader.pass_rate(program)
         return info
+
+    def state_key(self, agent: str) -> int:
+        """``agent``'s anchor key of the current state (see ``infos`` in the class docstring)."""
+        return self._keys(self._task.task_id, self._files, self._tests, self._skipped, self._hack_flags, (agent,))
 
     def _file_fixed(self) -> dict[str, bool]:
         ref = self._task.reference

@@ -38,12 +38,23 @@ class KeyedEnv(gymnasium.Wrapper):
         return obs, reward, terminated, truncated, {**info, "state_key": self.keys[-1]}
 
 
+class UnkeyedEnv(gymnasium.Wrapper):
+    """Removes ``info["state_key"]`` (an env that gives no anchor keys)."""
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        return obs, {k: v for k, v in info.items() if k != "state_key"}
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, {k: v for k, v in info.items() if k != "state_key"}
+
+
 def _collect(keyed: bool):
     torch.manual_seed(0)
     model = PolicyModel(PolicyShape(vocab_size=TOK.vocab_size, d_model=16, n_layers=1, n_heads=2, max_len=256)).eval()
     engine = RolloutEngine(envs.LONG_HORIZON_ID, num_envs=2, max_len=256, max_action_tokens=4)
-    if keyed:
-        engine.envs = [KeyedEnv(e) for e in engine.envs]
+    engine.envs = [KeyedEnv(e) if keyed else UnkeyedEnv(e) for e in engine.envs]
     trajs = engine.collect(model, make_requests(2, 2, seed=0, task_indices=[0, 1]),
                            generator=torch.Generator().manual_seed(0))
     log = {seed: keys for e in engine.envs if keyed for seed, keys in e.log.items()}
