@@ -20,13 +20,15 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m experiments.compare
 
-# Everything, end-to-end (`slow`) tests included: what CI runs.
+# Everything, end-to-end (`slow`) tests included: what CI runs, on TEST_WORKERS processes
+# (pytest-xdist; work stealing evens out the long end-to-end tests; `TEST_WORKERS=0` = one process).
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 # The inner loop: everything except the end-to-end runs marked `slow`.
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not slow"
 
 # the full 10 000 / 1 000-task pools of every BugFix difficulty (functional disjointness; slow)
 test-pools: $(STAMP)

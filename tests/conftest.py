@@ -14,3 +14,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "pools" in item.keywords:
             item.add_marker(skip)
+
+
+# Under pytest-xdist (`make test`: one worker per core) each worker runs torch on one thread, so
+# two workers do not oversubscribe the two cores; set before any test module imports torch.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")

@@ -12,7 +12,9 @@ command runs as a subprocess (``sys.executable``, cwd = a temporary directory, s
   tests/experiments/test_compare_methods.py);
 - ``experiments.warmstart``: ``experiment=tiny``; ``experiments.calibrate``: ``--episodes 5``;
 - ``experiments.bench envs``: ``--steps 300 --repeats 1``; ``experiments.bench train``: ``--quick``;
-- ``experiments.report runs/compare/<sweep>``: the sweep the README's plain ``compare`` wrote;
+- the plain ``experiments.compare`` (``make demo``) and ``experiments.report runs/compare/<sweep>``:
+  run at ``--tiny`` scale, the report re-rendered from that sweep, by
+  tests/experiments/test_compare.py (one sweep for both, not a second one here);
 - ``experiments.reproduce_claims``: run in full by tests/experiments/test_reproduce_claims.py (it
   has no tiny mode; here we only check that such a test exists); ``experiments.bench e2e``: run
   ``--quick`` on a tiny policy by tests/experiments/test_bench_e2e.py.
@@ -56,7 +58,6 @@ def readme_commands() -> list[str]:
 class Case:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
-    needs_sweep: bool = False  # the README's <sweep> placeholder: a sweep the plain compare wrote
     covered_by: str = ""  # not run here: the test module that runs this entry point in full
 
 
@@ -89,6 +90,8 @@ def tiny_case(cmd: str) -> Case:
     if module == "experiments.compare" and args == ["--preset", "long_horizon", "--methods", "grpo,gigpo"]:
         # the --methods example: run at --tiny by its own end-to-end test (one sweep, not two)
         return Case(exe + args, covered_by="tests/experiments/test_compare_methods.py")
+    if module == "experiments.compare" and not args:
+        return Case(exe, covered_by="tests/experiments/test_compare.py")
     if module == "experiments.compare":
         pre, post = (args[: args.index("--")], args[args.index("--"):]) if "--" in args else (args, [])
         # Ray: the sweep command is built and printed (--dry-run); a real Ray multirun of the
@@ -97,7 +100,7 @@ def tiny_case(cmd: str) -> Case:
         extra = ["--tiny"] + (["--dry-run"] if "--launcher" in pre and "ray" in pre else [])
         return Case(exe + pre + extra + post, env)
     if module == "experiments.report" and args == ["runs/compare/__SWEEP__"]:
-        return Case(exe + args, env, needs_sweep=True)
+        return Case(exe + args, covered_by="tests/experiments/test_compare.py")
     if module == "experiments.calibrate" and not args:
         return Case(exe + ["--episodes", "5"], env)
     if module == "experiments.warmstart" and not args:
@@ -142,29 +145,11 @@ def _run(case: Case, cwd: Path, timeout: int = 600) -> subprocess.CompletedProce
     return subprocess.run(case.argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-PLAIN_COMPARE = next(c for c in COMMANDS if _split(c)[1:] == ("experiments.compare", []))
-
-
-@pytest.fixture(scope="module")
-def sweep(workdir) -> Path:
-    """The README's plain ``compare`` at tiny scale; the sweep directory it wrote."""
-    done = _run(tiny_case(PLAIN_COMPARE), workdir)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    (path,) = sorted((workdir / "runs" / "compare").glob("small-*"))
-    return path
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("cmd", COMMANDS)
-def test_readme_command_runs_at_tiny_scale(cmd, workdir, request):
+def test_readme_command_runs_at_tiny_scale(cmd, workdir):
     case = tiny_case(cmd)
     if case.covered_by:
-        pytest.skip(f"runs in full in {case.covered_by}")  # checked by test_every_readme_command_has_a_tiny_rule
-    if cmd == PLAIN_COMPARE:
-        assert (request.getfixturevalue("sweep") / "report.md").exists()
-        return
-    if case.needs_sweep:
-        sweep_dir = request.getfixturevalue("sweep")
-        case.argv = [a.replace("runs/compare/__SWEEP__", str(sweep_dir)) for a in case.argv]
+        pytest.skip(f"runs in {case.covered_by}")  # checked by test_every_readme_command_has_a_tiny_rule
     done = _run(case, workdir)
     assert done.returncode == 0, f"{' '.join(case.argv)}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"

@@ -35,6 +35,8 @@ def test_sweep_command_and_argument_errors(tmp_path):
 
 @pytest.mark.slow
 def test_compare_tiny_end_to_end(tmp_path):
+    """The README's plain ``python -m experiments.compare`` (what ``make demo`` runs) and its
+    ``python -m experiments.report runs/compare/<sweep>``, at ``--tiny`` scale (two seeds)."""
     sweep = tmp_path / "sweep"
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     env.update(HOME=str(tmp_path / "home"), WANDB_BASE_URL="http://127.0.0.1:9")  # no creds, no server
@@ -84,3 +86,10 @@ def test_compare_tiny_end_to_end(tmp_path):
     images = {k for h in c["history"] for k, v in h.items() if k.endswith("._type") and v == "image-file"}
     assert len(images) == 6
     assert not list(tmp_path.glob("home/.netrc"))
+
+    # The README's `python -m experiments.report runs/compare/<sweep>`: re-rendering the sweep
+    # from its run directories (references cached in references.json) gives the same report.
+    out = subprocess.run([sys.executable, "-m", "experiments.report", str(sweep)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == report.strip() == (sweep / "report.md").read_text().strip()
