@@ -98,6 +98,8 @@ def tiny_case(cmd: str) -> Case:
         # project's launcher config runs in tests/experiments/test_launchers.py (here it would add
         # ~50 s, and RAY_ADDRESS=HEAD_IP needs a cluster)
         extra = ["--tiny"] + (["--dry-run"] if "--launcher" in pre and "ray" in pre else [])
+        # no wandb runs (~5 s each): the wandb side of a sweep is test_compare's tiny end-to-end run
+        extra += [] if "--logger" in pre else ["--logger", "none"]
         return Case(exe + pre + extra + post, env)
     if module == "experiments.report" and args == ["runs/compare/__SWEEP__"]:
         return Case(exe + args, covered_by="tests/experiments/test_compare.py")

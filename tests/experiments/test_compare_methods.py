@@ -136,7 +136,7 @@ def test_readme_methods_command_grpo_vs_gigpo_on_long_horizon_end_to_end(tmp_pat
     (tmp_path / "home").mkdir()
     args = README_COMMAND.split()[3:]  # after ".venv/bin/python -m experiments.compare"
     out = subprocess.run(
-        [sys.executable, "-m", "experiments.compare", *args, "--tiny", "--sweep-dir", str(sweep), "--",
+        [sys.executable, "-m", "experiments.compare", *args, "--tiny", "--logger", "none", "--sweep-dir", str(sweep), "--",
          f"warmstart.cache_dir={tmp_path / 'ws'}"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )
@@ -152,6 +152,7 @@ def test_readme_methods_command_grpo_vs_gigpo_on_long_horizon_end_to_end(tmp_pat
     assert ("Verdicts (long_horizon, GIGPO - GRPO): rollouts: inconclusive; generated_tokens: inconclusive; "
             "train_flops: inconclusive; wall_seconds: inconclusive.") in report
     assert "| long_horizon | gigpo | 1 | 2 tasks x 2 samples |" in report
+
 
 def test_diagnostics_report_the_anchor_hit_rate_of_gigpo_only(tmp_path):
     import json

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -19,9 +18,8 @@ ENV_ROWS = ["C9", "C10", "C11", "C21", "C23", "C24"]
 TRAINER_ROWS = ["C6", "C7", "C8", "C12", "C13", "C14", "C17", "C19", "C20"]
 
 
-@lru_cache(maxsize=1)
 def run_entry_point() -> subprocess.CompletedProcess:
-    """``python -m experiments.reproduce_claims`` as a user runs it (once per test session)."""
+    """``python -m experiments.reproduce_claims`` as a user runs it."""
     return subprocess.run(
         [sys.executable, "-m", "experiments.reproduce_claims"],
         cwd=REPO, capture_output=True, text=True, timeout=400,
@@ -39,7 +37,15 @@ def rows_of(stdout: str) -> dict[str, list[str]]:
 
 @pytest.mark.slow
 def test_entry_point_prints_every_claim_and_exits_zero():
+    """One run of the entry point (~1-2 min) for every check below: under pytest-xdist separate
+    tests could land on separate workers and each pay for their own run."""
     done = run_entry_point()
+    check_every_row(done)
+    check_env_rows(done)
+    check_trainer_rows(done)
+
+
+def check_every_row(done: subprocess.CompletedProcess) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     rows = rows_of(done.stdout)
     assert list(rows) == [f"C{i}" for i in range(1, 26)]  # every ID, in order
@@ -111,11 +117,9 @@ def test_a_row_is_a_measurement_its_criterion_and_its_text(capsys):
     assert "| C6 | w | e | rate 0.25 | FAIL |" in capsys.readouterr().out
 
 
-@pytest.mark.slow
-def test_env_claim_rows_pass_with_measured_numbers():
+def check_env_rows(done: subprocess.CompletedProcess) -> None:
     """C9, C10, C11, C21, C23, C24 run the real envs and scripted agents in the entry point and
     PASS; each row reports what it measured (numbers), never a placeholder."""
-    done = run_entry_point()
     assert done.returncode == 0, done.stdout + done.stderr
     rows = rows_of(done.stdout)
     for cid in ENV_ROWS:
@@ -129,11 +133,9 @@ def test_env_claim_rows_pass_with_measured_numbers():
     assert "scripted agents" in rows["C24"][3]
 
 
-@pytest.mark.slow
-def test_trainer_claim_rows_run_the_trainers_with_measured_numbers():
+def check_trainer_rows(done: subprocess.CompletedProcess) -> None:
     """C6, C7, C8, C12, C13, C14, C17, C19, C20 run the rollout engine / trainers / experiments.train
     in the entry point; each row reports what it measured (numbers), never a placeholder."""
-    done = run_entry_point()
     rows = rows_of(done.stdout)
     for cid in TRAINER_ROWS:
         assert rc.CLAIMS[cid].kind == "empirical"
