@@ -315,6 +315,8 @@ def run_pair(c: TrainConfig, resolved: dict | None = None) -> dict:
         meter.updates = update
         meter.wall_seconds += time.perf_counter() - t0
         metrics = {"update": update, "algo": c.algo.name, **train_metrics, "train/lr": lr,
+                   # the one-agent name of the team success, read by the compare report
+                   "rollout/success_rate": train_metrics.get("rollout/success", float("nan")),
                    "rollout/collect_seconds": collect_seconds}
         if update == pc.updates or (c.eval.every and update % c.eval.every == 0):
             last_eval = _eval_keys(evaluate_pair(evaluator, learner.models(), pc)[0])

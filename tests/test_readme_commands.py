@@ -104,8 +104,6 @@ def tiny_case(cmd: str) -> Case:
     if module == "experiments.bench" and args == ["e2e"]:
         # the current tree only (the baseline is a checkout of 688a06a a fresh clone does not have)
         return Case(exe + args + ["--quick", "--no-baseline", "--no-bound"], env)
-    if module == "experiments.train_pair":
-        return Case(exe + args + ["--updates", "1"], env)
     raise LookupError(f"README command has no tiny rule in tests/test_readme_commands.py: {cmd}")
 
 

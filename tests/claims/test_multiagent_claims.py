@@ -98,3 +98,24 @@ def test_tiny_run_numbers_are_consistent(tiny):
 def test_tiny_run_is_deterministic(tiny):
     again = measure_c22(**TINY)
     assert {k: v for k, v in again.items() if k != "c22_seconds"} == {k: v for k, v in tiny.items() if k != "c22_seconds"}
+
+
+def test_critic_points_share_rows_and_the_own_block():
+    # the same decision points, returns and episodes for both inputs; the joint state's own block
+    # is exactly the local input, and it adds the other agent's block once the other has acted
+    from functools import partial
+
+    from algos.pair_rollout import PairRolloutEngine, pair_requests
+    from envs.pairfix.agents import PairOracle
+    from experiments.claims.multiagent import critic_points
+
+    engine = PairRolloutEngine(3, 384, 12, 1.0, {"difficulty": "easy"})
+    eps = engine.collect({a: partial(PairOracle, 0.5) for a in "ab"}, pair_requests(3, 7, task_indices=[0, 1, 2]))
+    local, g_local, e_local = critic_points(eps, central=False)
+    central, g_central, e_central = critic_points(eps, central=True)
+    assert len(local) == len(central) > 0
+    assert list(g_local) == list(g_central) and list(e_local) == list(e_central)
+    assert set(g_local) <= {0.0, 1.0}  # outcome reward, gamma 1: the return-to-go is the final reward
+    for lf, cf in zip(local, central):
+        assert {k: v for k, v in cf.items() if k[0] != "other"} == lf
+    assert sum(any(k[0] == "other" for k in cf) for cf in central) >= len(central) - 3  # only a's first turns lack b
