@@ -118,6 +118,7 @@ def test_pair_training_end_to_end(tmp_path, monkeypatch, capsys, algo, extra):
     # 8 pair episodes at 4 per update: 2 updates; compute/rollouts counts pair episodes
     assert [r["update"] for r in rows] == [1, 2] and [r["compute/rollouts"] for r in rows] == [4, 8]
     assert all(r["algo"] == algo and r["rollout/episodes"] == 4 for r in rows)
+    assert all(r["rollout/success_rate"] == r["rollout/success"] for r in rows)  # the compare report's name
     for agent in ("a", "b"):
         for key in ("rollout/success", f"rollout/success_bug_in_{agent}_only", "rollout/file_fixed", "rollout/turns",
                     "rollout/messages_sent", "rollout/format_error_rate", "eval/success"):
