@@ -136,3 +136,16 @@ def test_pair_training_end_to_end(tmp_path, monkeypatch, capsys, algo, extra):
     again, err = run_in_process(tmp_path, monkeypatch, capsys, *overrides)
     assert "resumed" in err and again["eval/success"] == summary["eval/success"]
     assert [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()] == rows
+
+
+@pytest.mark.slow
+def test_pair_training_is_deterministic(tmp_path, monkeypatch, capsys):
+    wall = {"rollout/collect_seconds", "compute/wall_seconds", "agent_a/train/update_seconds", "agent_b/train/update_seconds"}
+    out = []
+    for name in ("one", "two"):
+        run = tmp_path / name
+        run_in_process(tmp_path, monkeypatch, capsys, "algo=ppo_independent", "env=pairfix", f"run_dir={run}", *TINY,
+                       "logger=none")
+        out.append([{k: v for k, v in json.loads(x).items() if k not in wall}
+                    for x in (run / "metrics.jsonl").read_text().splitlines()])
+    assert out[0] == out[1]
