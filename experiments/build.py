@@ -98,7 +98,15 @@ def check_env(c: TrainConfig) -> None:
     import gymnasium
 
     import envs
+    from experiments.config import is_pair_run
 
+    if is_pair_run(c):  # a two-agent env (no gymnasium registration, no compression wrapper)
+        for where, kwargs in (("env.kwargs", env_kwargs(c)), ("eval.env_kwargs", env_kwargs(c, evaluation=True))):
+            try:
+                envs.make_multi_agent(c.env.id, **kwargs)
+            except (ValueError, TypeError) as e:
+                raise ConfigError(f"{where} of env {c.env.id}: " + " ".join(str(e).split())) from None
+        return
     steps = [("env.kwargs", env_kwargs(c), None)]
     if c.eval.env_kwargs:
         steps.append(("eval.env_kwargs", env_kwargs(c, evaluation=True), None))

@@ -31,7 +31,11 @@ from typing import Any, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-ENV_NAMES = ("bugfix", "long_horizon")
+ENV_NAMES = ("bugfix", "long_horizon", "pairfix")
+#: two-agent envs (run by experiments/train_pair.py) and the algorithms that train them
+PAIR_ENVS = ("pairfix",)
+PAIR_ALGOS = ("ppo_ctde", "ppo_independent")
+PAIR_AGENTS = ("a", "b")
 CRITIC_CHOICES = ("auto", "none", "head", "separate")
 LOGGER_KINDS = ("wandb", "none")
 EVAL_SPLITS = ("train", "heldout")
@@ -56,7 +60,7 @@ def _at_least(name: str, value, low) -> None:
 
 @dataclass
 class EnvConfig:
-    # short name: bugfix | long_horizon (selects the demo agent; names the run directory)
+    # short name: bugfix | long_horizon | pairfix (selects the demo agent; names the run directory)
     name: str = "bugfix"
     # gymnasium id
     id: str = "agentrl/BugFix-v1"
@@ -285,20 +289,34 @@ class GrpoProcessConfig(GrpoConfig):
 
 @dataclass
 class PpoIndependentConfig(PpoConfig):
-    """Two-agent PPO with one local critic per agent (``algos/ppo_ctde.py``, PairFix-v1;
-    run by ``experiments/train_pair.py``)."""
+    """Two-agent PPO with one local critic per agent (``algos/ppo_ctde.py``, env=pairfix; run by
+    ``experiments/train_pair.py``). One value per turn (``value_level=turn``)."""
 
     name: str = "ppo_independent"
     value_level: str = "turn"
+    # one policy (and critic) for both agents, the agent id in the first observation
+    shared_policy: bool = False
+    # agents whose policy is never updated (a subset of a, b; needs shared_policy=false)
+    frozen: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        bad = [a for a in self.frozen if a not in PAIR_AGENTS]
+        if bad or len(set(self.frozen)) != len(self.frozen):
+            raise ConfigError(f"algo.frozen={list(self.frozen)!r} is invalid; allowed: distinct agents of "
+                              f"{', '.join(PAIR_AGENTS)}")
+        if self.shared_policy and self.frozen:
+            raise ConfigError(f"algo.frozen={list(self.frozen)!r} needs algo.shared_policy=false (a frozen agent "
+                              "needs its own policy)")
 
 
 @dataclass
-class PpoCtdeConfig(PpoConfig):
+class PpoCtdeConfig(PpoIndependentConfig):
     """Two-agent PPO with a centralized critic over both agents' contexts at training time and
-    decentralized actors (``algos/ppo_ctde.py``; needs one value per turn)."""
+    decentralized actors (``algos/ppo_ctde.py``; needs one value per turn). The critic's window is
+    ``2 * policy.max_len + 2`` tokens (own context + the other's + separators)."""
 
     name: str = "ppo_ctde"
-    value_level: str = "turn"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -458,6 +476,7 @@ class TrainConfig:
             return  # the bare schema before Hydra merges an algo option into it
         if self.algo.name == "ppo" and resolve_critic(self) == "none":
             raise ConfigError("algo=ppo needs a critic but policy.critic=none; allowed for PPO: head, separate (or auto)")
+        _check_pair_combination(self)
         p, r = self.policy, self.rollout
         if r.max_action_tokens + 4 > p.max_len:
             raise ConfigError(f"rollout.max_action_tokens={r.max_action_tokens} must be in "
@@ -466,6 +485,39 @@ class TrainConfig:
             raise ConfigError(
                 f"compression.budget_tokens={self.compression.budget_tokens} leaves no room in policy.max_len={p.max_len}: "
                 f"need budget_tokens + max_action_tokens + 64 <= max_len (raise policy.max_len or lower the budget)")
+
+
+def is_pair_run(c) -> bool:
+    """A two-agent run (``env.name`` in ``PAIR_ENVS``): ``experiments.train_pair.run_pair`` runs it."""
+    return c.env.name in PAIR_ENVS
+
+
+def _check_pair_combination(c: "TrainConfig") -> None:
+    """Two-agent algorithms need a two-agent env and vice versa; the knobs a pair run reads."""
+    pair_env, pair_algo = c.env.name in PAIR_ENVS, c.algo.name in PAIR_ALGOS
+    if pair_algo and not pair_env:
+        raise ConfigError(f"algo={c.algo.name} trains two agents but env={c.env.name} has one; allowed envs: "
+                          f"{', '.join(PAIR_ENVS)} (or a single-agent algo: {', '.join(a for a in ALGO_SCHEMAS if a not in PAIR_ALGOS)})")
+    if pair_env and not pair_algo:
+        raise ConfigError(f"env={c.env.name} has two agents but algo={c.algo.name} trains one; allowed algos: "
+                          f"{', '.join(PAIR_ALGOS)}")
+    if not pair_env:
+        return
+    if resolve_critic(c) != "separate":
+        raise ConfigError(f"policy.critic={c.policy.critic!r} is invalid for algo={c.algo.name}; allowed: separate "
+                          "(or auto): each agent's critic is its own model")
+    if c.policy.init_checkpoint not in ("warmstart", ""):
+        raise ConfigError(f"policy.init_checkpoint={c.policy.init_checkpoint!r} is not supported for env={c.env.name}; "
+                          "allowed: warmstart (the cached pair warm start) or '' (random init)")
+    if c.eval.temperature <= 0:
+        raise ConfigError(f"eval.temperature={c.eval.temperature} is not supported for env={c.env.name}; allowed: > 0 "
+                          "(pair episodes are sampled)")
+    for name, value, allowed in (("compression.strategy", c.compression.strategy, "none"),
+                                 ("budget.kind", c.budget.kind, "rollouts"), ("rollout.staleness", c.rollout.staleness, 0),
+                                 ("algo.group_size", c.algo.group_size, 1), ("algo.kl_coef", c.algo.kl_coef, 0)):
+        if value != allowed:
+            raise ConfigError(f"{name}={value!r} is not supported for env={c.env.name}; allowed: {allowed!r} "
+                              "(a two-agent run counts pair episodes, synchronously, without compression or KL)")
 
 
 def register_configs() -> None:
@@ -482,7 +534,7 @@ def resolve_critic(c) -> str:
     """``policy.critic`` with ``auto`` resolved: separate for PPO, none for GRPO."""
     if c.policy.critic != "auto":
         return c.policy.critic
-    return "separate" if c.algo.name == "ppo" else "none"
+    return "separate" if c.algo.name in ("ppo", *PAIR_ALGOS) else "none"
 
 
 def fingerprint(obj) -> dict:
@@ -530,6 +582,7 @@ def validate(cfg) -> TrainConfig:
 
 
 __all__ = ["ALGO_SCHEMAS", "AlgoConfig", "BudgetConfig", "CompressionConfig", "ConfigError", "ENV_NAMES",
-           "EnvConfig", "EvalConfig", "GrpoConfig", "LoggerConfig", "OPERATIONAL", "PolicyConfig", "PpoConfig",
-           "RolloutConfig", "TrainConfig", "WarmstartConfig", "algo_schema", "fingerprint", "register_configs",
+           "EnvConfig", "EvalConfig", "GrpoConfig", "LoggerConfig", "OPERATIONAL", "PAIR_AGENTS", "PAIR_ALGOS",
+           "PAIR_ENVS", "PolicyConfig", "PpoConfig", "PpoCtdeConfig", "PpoIndependentConfig",
+           "RolloutConfig", "TrainConfig", "WarmstartConfig", "algo_schema", "fingerprint", "is_pair_run", "register_configs",
            "resolve_critic", "to_object", "validate"]

@@ -1,5 +1,9 @@
 """One training run, top to bottom: ``python -m experiments.train algo=grpo env=bugfix budget.amount=512``.
 
+A two-agent env (``env=pairfix`` with ``algo=ppo_ctde | ppo_independent``) is run by
+``experiments.train_pair.run_pair`` (same run directory, metrics, logger and resume contract;
+per-agent metrics ``agent_a/...``, ``agent_b/...``).
+
 :func:`run` reads in order: build (run directory, start model, models, trainer, behaviour policy,
 rollout engines, logger; resume when a checkpoint exists), then the loop {collect, update, log,
 maybe evaluate, save} until the compute budget is spent, then the summary. The config is
@@ -39,7 +43,7 @@ from pathlib import Path
 
 import torch
 
-from experiments.config import ConfigError, TrainConfig, register_configs, resolve_critic, validate
+from experiments.config import ConfigError, TrainConfig, is_pair_run, register_configs, resolve_critic, validate
 from experiments.rundir import RunDir, jsonable
 
 KILL_AFTER_UPDATE_ENV = "AGENTRL_TEST_KILL_AFTER_UPDATE"
@@ -114,6 +118,10 @@ def _raise_interrupt(signum, frame):
 
 def run(c: TrainConfig, resolved: dict | None = None) -> dict:
     """Run (or resume) one training run of a validated config; returns the summary dict."""
+    if is_pair_run(c):  # two agents (env=pairfix, algo=ppo_ctde | ppo_independent): their own loop
+        from experiments.train_pair import run_pair
+
+        return run_pair(c, resolved)
     from algos.compute import Budget, ComputeMeter
     from algos.trainer import make_trainer
     from experiments.behavior import BehaviorPolicy

@@ -1,21 +1,39 @@
-"""Two-agent training on PairFix: ``algo=ppo_ctde`` or ``algo=ppo_independent`` from one call.
+"""Two-agent training on PairFix: ``algo=ppo_ctde`` or ``algo=ppo_independent``.
 
-    python -m experiments.train_pair --algo ppo_ctde --updates 4
-    python -m experiments.train_pair --algo ppo_independent --updates 4 --frozen b
+    python -m experiments.train algo=ppo_ctde env=pairfix
+    python -m experiments.train algo=ppo_independent env=pairfix algo.frozen=[b]
 
-Phases, top to bottom (like ``experiments/train.py``, standalone until the main entry point
-takes ``env=pairfix``): 1) models (per agent or shared; a centralized critic for ppo_ctde, a
-local one for ppo_independent), 2) behaviour-cloning warm start of every policy on noisy
-scripted-oracle pair demonstrations (``envs.pairfix.agents.PairOracle``), 3) ``updates`` x
-(collect ``episodes_per_update`` pair episodes on train tasks, ``PairLearner.update``), 4)
-evaluation on held-out tasks. Deterministic on CPU for a given ``PairConfig``.
+``experiments/train.py`` validates the config and hands a two-agent env (``env=pairfix``) to
+:func:`run_pair`, which maps the ``TrainConfig`` to a :class:`PairConfig` (:func:`pair_config`)
+and reads, top to bottom: 1) run directory, models (per agent or shared; a centralized critic of
+window ``2 * policy.max_len + 2`` for ppo_ctde, a local one for ppo_independent), 2) the
+behaviour-cloning warm start of every policy on noisy scripted-oracle pair demonstrations
+(``envs.pairfix.agents.PairOracle``; ``warmstart.demos / noise / epochs / lr``, cached), 3) the
+loop {collect ``algo.tasks_per_update`` pair episodes on train tasks, ``PairLearner.update``,
+log, maybe evaluate, checkpoint} until ``budget.amount`` pair episodes (``budget.kind=rollouts``:
+one rollout = one pair episode) or ``budget.max_updates``, 4) the final evaluation on
+``eval.tasks x eval.samples_per_task`` episodes of ``eval.split``, and ``summary.json``.
+
+Metrics (``metrics.jsonl``, one line per update, and the logger): ``agent_a/...`` and
+``agent_b/...`` for each agent's trainer metrics (``train/*``, ``critic/*``) and rollout metrics
+(``algos.ppo_ctde.pair_rollout_metrics``), the team's ``rollout/success`` and
+``rollout/episodes``; evaluations replace ``rollout/`` by ``eval/`` (``eval/success``,
+``agent_a/eval/success_bug_in_a_only``, ...); ``compute/*`` counters (``compute/rollouts`` counts
+pair episodes; tokens, turns and train FLOPs sum both agents). Resume: every update ends with an
+atomic checkpoint (models, optimizers, meter, update index); re-running the same command
+continues from it, and every update's randomness derives from ``(seed, update index, stream)``.
+
+:func:`train_pair` runs a :class:`PairConfig` directly (no run directory; tests and claims).
+Deterministic on CPU for a given config.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
+import math
+import sys
+import time
 from dataclasses import asdict, dataclass, field, fields
 from functools import partial
 from pathlib import Path
@@ -29,7 +47,8 @@ from algos.registry import make_trainer
 from envs.pairfix import AGENTS
 from envs.pairfix.agents import PairOracle
 from envs.tokenizer import get_tokenizer
-from experiments.config import AlgoConfig, algo_schema
+from experiments.build import mix_seed
+from experiments.config import AlgoConfig, TrainConfig, algo_schema
 from experiments.warmstart import behaviour_clone
 
 
@@ -45,6 +64,7 @@ class PairConfig:
     n_layers: int = 1
     n_heads: int = 2
     max_len: int = 384
+    mlp_ratio: int = 4
     max_action_tokens: int = 12
     temperature: float = 1.0
     train_tasks: int = 24  # task indices 0..train_tasks-1 of the train split
@@ -56,6 +76,10 @@ class PairConfig:
     bc_epochs: int = 60
     bc_lr: float = 3e-3
     eval_episodes: int = 24
+    eval_split: str = "heldout"
+    # evaluation task indices 0..eval_tasks-1, cycled over the episodes (0: one task per episode)
+    eval_tasks: int = 0
+    eval_temperature: float = 1.0
     seed: int = 0
     algo_fields: dict = field(default_factory=lambda: {
         "lr": 1e-4, "epochs": 2, "minibatches": 1, "micro_batch_rows": 64, "gamma": 1.0, "lam": 0.95,
@@ -73,6 +97,9 @@ class PairConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name in ("updates", "eval_episodes") else 1):
                 raise ValueError(f"{name}={v!r} invalid; allowed: an int >= {0 if name in ('updates', 'eval_episodes') else 1}")
+        if self.eval_split not in ("train", "heldout") or self.eval_tasks < 0:
+            raise ValueError(f"eval_split={self.eval_split!r} / eval_tasks={self.eval_tasks!r} invalid; allowed: "
+                             "train | heldout and an int >= 0")
         known = {f.name for f in fields(algo_schema(self.algo))}
         unknown = sorted(set(self.algo_fields) - known)
         if unknown:
@@ -82,23 +109,31 @@ class PairConfig:
         return AlgoConfig(name=self.algo, group_size=1, **self.algo_fields)
 
 
-def build_learner(c: PairConfig) -> PairLearner:
-    """Models (seeded by ``c.seed``), the warm start, and one trainer per agent (or shared)."""
+def shapes(c: PairConfig) -> tuple[PolicyShape, PolicyShape]:
+    """``(policy shape, critic shape)``: the centralized critic (ppo_ctde) reads own + other
+    context, so its window is ``2 * max_len + 2``; a local critic's is the policy's."""
     tok = get_tokenizer()
-    torch.manual_seed(c.seed)
     shape = PolicyShape(vocab_size=tok.vocab_size, d_model=c.d_model, n_layers=c.n_layers, n_heads=c.n_heads,
-                        max_len=c.max_len)
-    # the centralized critic reads own + other context: twice the policy's window
+                        max_len=c.max_len, mlp_ratio=c.mlp_ratio)
     critic_len = 2 * c.max_len + 2 if c.algo == "ppo_ctde" else c.max_len
-    critic_shape = PolicyShape(vocab_size=tok.vocab_size, d_model=c.d_model, n_layers=c.n_layers,
-                               n_heads=c.n_heads, max_len=critic_len)
+    return shape, PolicyShape(vocab_size=tok.vocab_size, d_model=c.d_model, n_layers=c.n_layers, n_heads=c.n_heads,
+                              max_len=critic_len, mlp_ratio=c.mlp_ratio)
+
+
+def build_learner(c: PairConfig, warm: bool = True, warm_root: Path | None = None, meter=None) -> PairLearner:
+    """Models (seeded by ``c.seed``), the warm start (``warm``; cached under ``warm_root``, default
+    ``WARMSTART_DIR``), and one trainer per agent (or one shared), all counting into ``meter``."""
+    torch.manual_seed(c.seed)
+    shape, critic_shape = shapes(c)
     owners = ("a",) if c.shared_policy else AGENTS
     policies = {a: PolicyModel(shape) for a in owners}
     critics = {a: ValueModel(critic_shape) for a in owners}
-    warm_start(policies if not c.shared_policy else {"a": policies["a"], "b": policies["a"]}, c)
+    if warm:
+        warm_start(policies if not c.shared_policy else {"a": policies["a"], "b": policies["a"]}, c, root=warm_root)
     trainers = {}
     for a in owners:
-        trainers[a] = make_trainer(c.algo, c.algo_config(), policies[a], critic=critics[a], temperature=c.temperature)
+        trainers[a] = make_trainer(c.algo, c.algo_config(), policies[a], critic=critics[a], temperature=c.temperature,
+                                   meter=meter)
     if c.shared_policy:
         trainers["b"] = trainers["a"]
     return PairLearner(trainers, frozen=c.frozen)
@@ -109,18 +144,19 @@ WARMSTART_DIR = Path(__file__).resolve().parents[1] / ".cache" / "agentrl" / "pa
 
 def warmstart_key(c: PairConfig, shared: bool) -> str:
     """Hash of everything the warm start depends on (shape, vocabulary, env, demos, BC, seed)."""
-    blob = {k: getattr(c, k) for k in ("env_kwargs", "d_model", "n_layers", "n_heads", "max_len", "max_action_tokens",
+    blob = {k: getattr(c, k) for k in ("env_kwargs", "d_model", "n_layers", "n_heads", "max_len", "mlp_ratio", "max_action_tokens",
                                         "temperature", "train_tasks", "num_envs", "demos", "demo_noise", "bc_epochs",
                                         "bc_lr", "seed")}
     blob.update(shared=shared, vocab=get_tokenizer().id_to_token)
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def warm_start(policies: dict, c: PairConfig, cache: bool = True) -> None:
+def warm_start(policies: dict, c: PairConfig, cache: bool = True, root: Path | None = None) -> None:
     """Behaviour cloning of each agent's policy on its side of noisy-oracle pair demos; the
-    weights are cached under ``WARMSTART_DIR/<warmstart_key>`` (``cache=False``: always rebuild)."""
+    weights are cached under ``(root or WARMSTART_DIR)/<warmstart_key>`` (``cache=False``: always
+    rebuild)."""
     shared = policies["a"] is policies["b"]
-    path = WARMSTART_DIR / warmstart_key(c, shared)
+    path = Path(root if root is not None else WARMSTART_DIR) / warmstart_key(c, shared)
     owners = ("a",) if shared else AGENTS
     if cache and all((path / f"policy_{a}.pt").exists() for a in owners):
         for a in owners:
@@ -147,12 +183,31 @@ def _behaviour_clone_pair(policies: dict, c: PairConfig) -> None:
             behaviour_clone(model, seen.pop(id(model)), c.bc_epochs, c.bc_lr, 16, c.seed + k)
 
 
-def evaluate_pair(engine: PairRolloutEngine, models: dict, c: PairConfig, split: str = "heldout",
+def evaluate_pair(engine: PairRolloutEngine, models: dict, c: PairConfig, split: str | None = None,
                   task_indices: list[int] | None = None, seed: int = 50_000) -> tuple[dict, list[dict]]:
-    """``pair_rollout_metrics`` of ``c.eval_episodes`` episodes (sampled at ``c.temperature``)."""
+    """``pair_rollout_metrics`` of ``c.eval_episodes`` episodes on ``split`` (default
+    ``c.eval_split``) over ``task_indices`` (default ``0..c.eval_tasks-1``, or one task per
+    episode when ``eval_tasks`` is 0), sampled with ``engine``'s temperature, seeds from ``seed +
+    c.seed``."""
+    if task_indices is None and c.eval_tasks:
+        task_indices = list(range(c.eval_tasks))
     gen = torch.Generator().manual_seed(seed + c.seed)
-    eps = engine.collect(models, pair_requests(c.eval_episodes, seed + c.seed, split, task_indices), -1, gen)
+    eps = engine.collect(models, pair_requests(c.eval_episodes, seed + c.seed, split or c.eval_split, task_indices),
+                         -1, gen)
     return pair_rollout_metrics(eps), eps
+
+
+def update_requests(c: PairConfig, k: int):
+    """The pair requests of update ``k`` (0-based): ``episodes_per_update`` train tasks taken in
+    turn from ``0..train_tasks-1``, env seeds ``1000 (k + 1) + seed + i``."""
+    return pair_requests(c.episodes_per_update, 1000 * (k + 1) + c.seed,
+                         task_indices=[(k * c.episodes_per_update + i) % c.train_tasks
+                                       for i in range(c.episodes_per_update)])
+
+
+def sampling_generator(c: PairConfig, k: int) -> torch.Generator:
+    """The token-sampling generator of update ``k``'s rollouts (a function of (seed, k) only)."""
+    return torch.Generator().manual_seed(mix_seed(c.seed, k, 3))
 
 
 def train_pair(c: PairConfig, learner: PairLearner | None = None, on_update=None) -> dict:
@@ -160,40 +215,136 @@ def train_pair(c: PairConfig, learner: PairLearner | None = None, on_update=None
     ``on_update(k, episodes, metrics)`` is called after each update (claim measurements)."""
     learner = learner if learner is not None else build_learner(c)
     engine = PairRolloutEngine(c.num_envs, c.max_len, c.max_action_tokens, c.temperature, c.env_kwargs)
-    start, _ = evaluate_pair(engine, learner.models(), c)
-    gen = torch.Generator().manual_seed(c.seed)
+    evaluator = PairRolloutEngine(c.num_envs, c.max_len, c.max_action_tokens, c.eval_temperature, c.env_kwargs)
+    start, _ = evaluate_pair(evaluator, learner.models(), c)
     history = []
-    tasks = list(range(c.train_tasks))
     for k in range(c.updates):
-        reqs = pair_requests(c.episodes_per_update, 1000 * (k + 1) + c.seed,
-                             task_indices=[tasks[(k * c.episodes_per_update + i) % len(tasks)]
-                                           for i in range(c.episodes_per_update)])
-        episodes = engine.collect(learner.models(), reqs, k, gen)
+        episodes = engine.collect(learner.models(), update_requests(c, k), k, sampling_generator(c, k))
         metrics = learner.update(episodes)
         history.append(metrics)
         if on_update is not None:
             on_update(k, episodes, metrics)
-    end, _ = evaluate_pair(engine, learner.models(), c)
+    end, _ = evaluate_pair(evaluator, learner.models(), c)
     return {"start": start, "end": end, "updates": history}
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--algo", default="ppo_ctde", choices=CTDE_ALGOS)
-    ap.add_argument("--updates", type=int, default=4)
-    ap.add_argument("--shared-policy", action="store_true")
-    ap.add_argument("--frozen", default="", help="comma-separated agents to freeze (a, b)")
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
-    c = PairConfig(algo=args.algo, updates=args.updates, shared_policy=args.shared_policy, seed=args.seed,
-                   frozen=tuple(x for x in args.frozen.split(",") if x))
-    out = train_pair(c)
-    keys = sorted(k for k in out["end"] if k.startswith(("rollout/", "agent_")))
-    print(json.dumps({"config": asdict(c), "start": {k: out["start"].get(k) for k in keys},
-                      "end": {k: out["end"][k] for k in keys},
-                      "last_update": {k: v for k, v in out["updates"][-1].items() if "explained" in k or "loss" in k}
-                      if out["updates"] else {}}, indent=1, default=str))
+# --------------------------------------------------------------------------------------------- main entry point
+def pair_config(c: TrainConfig) -> PairConfig:
+    """The :class:`PairConfig` of a validated two-agent ``TrainConfig``: env kwargs and train tasks,
+    the policy shape, rollout knobs, ``algo.tasks_per_update`` episodes per update, updates =
+    ``min(ceil(budget.amount / tasks_per_update), budget.max_updates)``, the warm-start knobs,
+    evaluation (``eval.tasks x eval.samples_per_task`` episodes of ``eval.split``) and the algo's
+    PPO fields."""
+    skip = {"name", "group_size", "shared_policy", "frozen"}
+    algo_fields = {f.name: getattr(c.algo, f.name) for f in fields(c.algo) if f.name not in skip}
+    per_update = c.algo.tasks_per_update
+    return PairConfig(
+        algo=c.algo.name, shared_policy=c.algo.shared_policy, frozen=tuple(c.algo.frozen), env_kwargs=dict(c.env.kwargs),
+        d_model=c.policy.d_model, n_layers=c.policy.n_layers, n_heads=c.policy.n_heads, max_len=c.policy.max_len,
+        mlp_ratio=c.policy.mlp_ratio, max_action_tokens=c.rollout.max_action_tokens, temperature=c.rollout.temperature,
+        train_tasks=c.env.train_tasks, updates=min(math.ceil(c.budget.amount / per_update), c.budget.max_updates),
+        episodes_per_update=per_update, num_envs=min(c.rollout.num_envs, per_update), demos=c.warmstart.demos,
+        demo_noise=c.warmstart.noise, bc_epochs=c.warmstart.epochs, bc_lr=c.warmstart.lr,
+        eval_episodes=c.eval.tasks * c.eval.samples_per_task, eval_split=c.eval.split, eval_tasks=c.eval.tasks,
+        eval_temperature=c.eval.temperature, seed=c.seed, algo_fields=algo_fields)
 
 
-if __name__ == "__main__":
-    main()
+def _count_episodes(meter, episodes: list[dict]) -> None:
+    """``compute/rollouts`` += pair episodes; tokens, tool seconds and turns of both agents."""
+    for ep in episodes:
+        meter.rollouts += 1
+        trajs = [t for t in ep.values() if t is not None]
+        meter.masked_rollouts += int(any(t.masked for t in trajs))
+        for t in trajs:
+            meter.generated_tokens += t.generated_tokens
+            meter.observation_tokens += t.observation_tokens
+            meter.tool_seconds += t.tool_seconds
+            meter.turns += t.turns
+
+
+def _eval_keys(m: dict) -> dict:
+    return {k.replace("rollout/", "eval/"): v for k, v in m.items()}
+
+
+def run_pair(c: TrainConfig, resolved: dict | None = None) -> dict:
+    """Run (or resume) one two-agent training run of a validated config; returns the summary."""
+    from algos.compute import ComputeMeter
+    from experiments.loggers import make_logger
+    from experiments.rundir import RunDir, jsonable
+
+    # ================================================================ build
+    torch.set_num_threads(max(1, c.threads))
+    pc = pair_config(c)
+    rd = RunDir.create(c)
+    rd.write_config(resolved if resolved is not None else asdict(c))
+    meter = ComputeMeter()
+    learner = build_learner(pc, warm=c.policy.init_checkpoint == "warmstart",
+                            warm_root=Path(c.warmstart.cache_dir) / "pair", meter=meter)
+    owners = ("a",) if learner.shared else AGENTS
+    engine = PairRolloutEngine(pc.num_envs, pc.max_len, pc.max_action_tokens, pc.temperature, pc.env_kwargs)
+    evaluator = PairRolloutEngine(min(c.rollout.num_envs, pc.eval_episodes), pc.max_len, pc.max_action_tokens,
+                                  pc.eval_temperature, pc.env_kwargs)
+    update, last_eval, start_eval = 0, {}, None
+    state = rd.resume() if c.resume else rd.start_fresh()
+    if state:
+        for a in owners:
+            t = learner.trainers[a]
+            t.policy.load_state_dict(state["policy"][a])
+            t.critic.load_state_dict(state["critic"][a])
+            t.load_state_dict(state["trainer"][a])
+        meter.load_state_dict(state["meter"])
+        update, last_eval, start_eval = state["update"], state["last_eval"], state["start_eval"]
+        print(f"resumed {rd.path} at update {update}", file=sys.stderr)
+    if start_eval is None:
+        start_eval = _eval_keys(evaluate_pair(evaluator, learner.models(), pc)[0])
+    start_info = {"start_model/success": start_eval.get("eval/success", float("nan")),
+                  "start_model/path": "warmstart" if c.policy.init_checkpoint == "warmstart" else ""}
+    logger = make_logger(c.logger.kind, run_dir=rd.path, name=c.logger.name or rd.path.name, group=c.logger.group or None,
+                         job_type=c.algo.name, config={**(resolved or asdict(c)), "start_model": start_info})
+    logger.define_x_axes()
+    t_run = time.perf_counter()
+    # ================================================================ collect, update, log, maybe evaluate, save
+    while update < pc.updates:
+        t0 = time.perf_counter()
+        lr = [learner.trainers[a].set_budget_fraction(meter.rollouts / c.budget.amount) for a in owners][0]
+        episodes = engine.collect(learner.models(), update_requests(pc, update), update, sampling_generator(pc, update))
+        collect_seconds = time.perf_counter() - t0
+        _count_episodes(meter, episodes)
+        train_metrics = learner.update(episodes)
+        update += 1
+        meter.updates = update
+        meter.wall_seconds += time.perf_counter() - t0
+        metrics = {"update": update, "algo": c.algo.name, **train_metrics, "train/lr": lr,
+                   # the one-agent name of the team success, read by the compare report
+                   "rollout/success_rate": train_metrics.get("rollout/success", float("nan")),
+                   "rollout/collect_seconds": collect_seconds}
+        if update == pc.updates or (c.eval.every and update % c.eval.every == 0):
+            last_eval = _eval_keys(evaluate_pair(evaluator, learner.models(), pc)[0])
+            metrics.update(last_eval)
+        metrics.update(meter.metrics())
+        metrics["compute/budget_fraction"] = min(meter.rollouts / c.budget.amount, 1.0)
+        rd.append_metrics(metrics)
+        logger.log(jsonable(metrics))
+        rd.save_checkpoint({"policy": {a: learner.trainers[a].policy.state_dict() for a in owners},
+                            "critic": {a: learner.trainers[a].critic.state_dict() for a in owners},
+                            "trainer": {a: learner.trainers[a].state_dict() for a in owners},
+                            "meter": meter.state_dict(), "update": update, "last_eval": last_eval,
+                            "start_eval": start_eval})
+    # ================================================================ summary
+    last_eval = last_eval or _eval_keys(evaluate_pair(evaluator, learner.models(), pc)[0])
+    summary = {**last_eval, **meter.metrics(), **start_info, "run_dir": str(rd.path), "algo": c.algo.name,
+               "env": c.env.name, "updates": update, "seed": c.seed, "budget/kind": c.budget.kind,
+               "budget/amount": c.budget.amount, "critic": "central" if c.algo.name == "ppo_ctde" else "local",
+               "shared_policy": pc.shared_policy, "frozen": list(pc.frozen),
+               **{f"start_model/{k}": v for k, v in start_eval.items() if k.startswith("agent_")},
+               "wall_seconds_this_process": time.perf_counter() - t_run}
+    rd.write_summary(summary)
+    logger.log({k: v for k, v in jsonable(summary).items() if k.startswith(("eval/", "agent_", "start_model/success"))})
+    logger.finish()
+    print(json.dumps({k: summary[k] for k in ("eval/success", "start_model/success", "compute/rollouts", "updates",
+                                              "run_dir")}), file=sys.stderr)
+    return summary
+
+
+__all__ = ["PairConfig", "WARMSTART_DIR", "build_learner", "evaluate_pair", "pair_config", "run_pair", "shapes",
+           "train_pair", "update_requests", "warm_start", "warmstart_key"]

@@ -116,8 +116,6 @@ def tiny_case(cmd: str) -> Case:
         # 3000-demo warm start would cost minutes on a fresh clone): that test's
         # test_quick_plumbing_on_a_tiny_config (the baseline is a checkout a fresh clone does not have)
         return Case(exe + args, covered_by="tests/experiments/test_bench_e2e.py")
-    if module == "experiments.train_pair":
-        return Case(exe + args + ["--updates", "1"], env)
     raise LookupError(f"README command has no tiny rule in tests/test_readme_commands.py: {cmd}")
 
 

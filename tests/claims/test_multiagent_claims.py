@@ -8,7 +8,10 @@ from collections import Counter
 
 import pytest
 
-from experiments.claims.multiagent import check_c22, measure_c22, message_distribution, total_variation
+import numpy as np
+
+from experiments.claims.multiagent import (check_c22, measure_c22, message_distribution, paired_tv_bootstrap,
+                                         ridge_values, total_variation)
 
 
 class _T:
@@ -32,17 +35,41 @@ def test_message_distribution_counts_words_agent_a_received():
 
 
 def test_criterion():
-    base = {"c22_msg_tv_diff_lo": 0.01, "c22_ev_central": 0.3, "c22_ev_local": 0.1}
+    base = {"c22_msg_tv_diff_lo": 0.01, "c22_ev_diff_lo": 0.02}
     assert check_c22(base)
     assert not check_c22({**base, "c22_msg_tv_diff_lo": -0.01})
-    assert not check_c22({**base, "c22_ev_central": 0.05})
-    assert not check_c22({**base, "c22_ev_central": float("nan")})
+    assert not check_c22({**base, "c22_ev_diff_lo": 0.0})
+    assert not check_c22({**base, "c22_ev_diff_lo": float("nan")})
+
+
+def test_ridge_values_hand_computed():
+    # one feature f with counts 0, 1, 3 -> x = log1p = 0, l, 2l (l = ln 2); G = 0, 1, 2
+    # centered x = -l, 0, l; centered G = -1, 0, 1; Sxx = 2 l^2, Sxy = 2 l; w = 2l / (2 l^2 + ridge)
+    # V(count 3) = mean G + (2l - l) w = 1 + l w; a row with only an unseen feature: 1 + (0 - l) w
+    fit = [Counter(), Counter(f=1), Counter(f=3)]
+    l = math.log(2.0)
+    w = 2 * l / (2 * l * l + 1.0)
+    v = ridge_values(fit, np.array([0.0, 1.0, 2.0]), [Counter(f=3), Counter(g=5)], ridge=1.0)
+    assert v == pytest.approx([1 + l * w, 1 - l * w])
+
+
+def test_paired_tv_bootstrap_shares_the_start_resample():
+    # identical end sets: every draw of both runs uses the same start resample, but each end set
+    # is resampled on its own; with one-episode sets there is nothing to resample: all draws equal
+    start = [Counter(fixed=1)]
+    ends = {"x": [Counter(fixed=1, wait=1)], "y": [Counter(wait=2)]}
+    d = paired_tv_bootstrap(start, ends, 5, np.random.default_rng(0))
+    # TV({fixed: 1}, {fixed: .5, wait: .5}) = 1/2 (.5 + .5) = .5; TV({fixed: 1}, {wait: 1}) = 1
+    assert list(d["x"]) == [0.5] * 5 and list(d["y"]) == [1.0] * 5
+
+
+TINY = dict(seed=0, updates=1, episodes_per_update=4, eval_episodes=6, demos=8, bc_epochs=1, probe_tasks=3,
+            fit_episodes=6, heldout_episodes=6, n_boot=50, d_model=16)
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    return measure_c22(seed=0, updates=1, episodes_per_update=4, eval_episodes=6, demos=8, bc_epochs=1,
-                       fit_episodes=6, heldout_episodes=6, critic_updates=1, n_boot=50, d_model=16)
+    return measure_c22(**TINY)
 
 
 def test_tiny_run_numbers_are_consistent(tiny):
@@ -60,12 +87,35 @@ def test_tiny_run_numbers_are_consistent(tiny):
     for kind in ("central", "local"):
         pair = [d[f"c22_ev_{kind}_a"], d[f"c22_ev_{kind}_b"]]
         assert all(not math.isnan(x) and x <= 1.0 for x in pair)
-        assert d[f"c22_ev_{kind}"] == pytest.approx(sum(pair) / 2)
+        assert not math.isnan(d[f"c22_ev_{kind}"]) and d[f"c22_ev_{kind}"] <= 1.0  # pooled over both agents' points
+    assert d["c22_ev_diff"] == pytest.approx(d["c22_ev_central"] - d["c22_ev_local"])
+    assert d["c22_ev_diff_lo"] <= d["c22_ev_diff_hi"]
+    assert d["c22_heldout_points"] > 0
     assert 0.0 < d["c22_heldout_success"] < 1.0  # noisy oracle data: both outcomes present
 
 
 @pytest.mark.slow
 def test_tiny_run_is_deterministic(tiny):
-    again = measure_c22(seed=0, updates=1, episodes_per_update=4, eval_episodes=6, demos=8, bc_epochs=1,
-                        fit_episodes=6, heldout_episodes=6, critic_updates=1, n_boot=50, d_model=16)
+    again = measure_c22(**TINY)
     assert {k: v for k, v in again.items() if k != "c22_seconds"} == {k: v for k, v in tiny.items() if k != "c22_seconds"}
+
+
+def test_critic_points_share_rows_and_the_own_block():
+    # the same decision points, returns and episodes for both inputs; the joint state's own block
+    # is exactly the local input, and it adds the other agent's block once the other has acted
+    from functools import partial
+
+    from algos.pair_rollout import PairRolloutEngine, pair_requests
+    from envs.pairfix.agents import PairOracle
+    from experiments.claims.multiagent import critic_points
+
+    engine = PairRolloutEngine(3, 384, 12, 1.0, {"difficulty": "easy"})
+    eps = engine.collect({a: partial(PairOracle, 0.5) for a in "ab"}, pair_requests(3, 7, task_indices=[0, 1, 2]))
+    local, g_local, e_local = critic_points(eps, central=False)
+    central, g_central, e_central = critic_points(eps, central=True)
+    assert len(local) == len(central) > 0
+    assert list(g_local) == list(g_central) and list(e_local) == list(e_central)
+    assert set(g_local) <= {0.0, 1.0}  # outcome reward, gamma 1: the return-to-go is the final reward
+    for lf, cf in zip(local, central):
+        assert {k: v for k, v in cf.items() if k[0] != "other"} == lf
+    assert sum(any(k[0] == "other" for k in cf) for cf in central) >= len(central) - 3  # only a's first turns lack b

@@ -52,14 +52,11 @@ def check_every_row(done: subprocess.CompletedProcess) -> None:
     assert all(len(cells) == 5 for cells in rows.values())
     for cid in CLOSED_FORM:
         assert rows[cid][-1] == "PASS", rows[cid]
-    assert rows["C22"][-1] == "OPTIONAL"
-    # Every other row ran and passed.
+    # Every row ran and passed.
     for cid, cells in rows.items():
-        if cid == "C22":
-            continue
         assert cells[-1] == "PASS", cells
         assert not cells[3].startswith("needs #"), cells
-    assert done.stdout.strip().splitlines()[-1] == "closed-form: 9/9 PASS, empirical: 15/15 PASS, optional: 1"
+    assert done.stdout.strip().splitlines()[-1] == "closed-form: 9/9 PASS, empirical: 16/16 PASS, optional: 0"
 
 
 def test_registry_matches_claim_ids_and_kinds():

@@ -1,0 +1,151 @@
+"""Two agents from the main entry point: ``experiments.train algo=ppo_ctde|ppo_independent
+env=pairfix`` (config composition, the bad combinations, a tiny end-to-end run per algorithm)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from experiments.config import ConfigError, is_pair_run, register_configs, validate
+from experiments.train_pair import pair_config, shapes
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = str(ROOT / "configs")
+register_configs()
+
+
+def cfg(*overrides):
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+@pytest.mark.parametrize("algo", ["ppo_ctde", "ppo_independent"])
+def test_pairfix_composes_and_maps_to_a_pair_config(algo):
+    c = validate(cfg(f"algo={algo}", "env=pairfix", "budget.amount=100", "algo.tasks_per_update=16"))
+    assert is_pair_run(c) and c.env.id == "agentrl/PairFix-v1" and c.algo.value_level == "turn"
+    pc = pair_config(c)
+    # 100 pair episodes at 16 per update: ceil(100 / 16) = 7 updates
+    assert pc.updates == 7 and pc.episodes_per_update == 16 and pc.algo == algo
+    # eval: 40 tasks x 2 samples (configs/eval/default) = 80 episodes over task indices 0..39
+    assert pc.eval_episodes == 80 and pc.eval_tasks == 40 and pc.eval_split == "heldout"
+    policy, critic = shapes(pc)
+    # policy=tiny: max_len 512; the centralized critic reads own + other + 2 separators: 2 * 512 + 2
+    assert policy.max_len == 512 and critic.max_len == (1026 if algo == "ppo_ctde" else 512)
+    assert pc.algo_fields["epochs"] == 2 and pc.algo_fields["minibatches"] == 2  # configs/algo/<algo>.yaml
+
+
+def test_shared_policy_and_frozen_reach_the_pair_config():
+    pc = pair_config(validate(cfg("algo=ppo_independent", "env=pairfix", "algo.frozen=[b]")))
+    assert pc.frozen == ("b",) and not pc.shared_policy
+    pc = pair_config(validate(cfg("algo=ppo_ctde", "env=pairfix", "algo.shared_policy=true")))
+    assert pc.shared_policy and pc.frozen == ()
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["algo=ppo_ctde", "env=bugfix"], "algo=ppo_ctde trains two agents but env=bugfix has one; allowed envs: pairfix"),
+        (["algo=ppo_independent", "env=long_horizon"], "algo=ppo_independent trains two agents but env=long_horizon"),
+        (["algo=grpo", "env=pairfix"], "env=pairfix has two agents but algo=grpo trains one; allowed algos: ppo_ctde, ppo_independent"),
+        (["algo=ppo", "env=pairfix"], "env=pairfix has two agents but algo=ppo trains one"),
+        (["algo=ppo_ctde", "env=pairfix", "algo.frozen=[c]"], "algo.frozen=['c'] is invalid; allowed: distinct agents of a, b"),
+        (["algo=ppo_ctde", "env=pairfix", "algo.frozen=[a,a]"], "algo.frozen=['a', 'a'] is invalid"),
+        (["algo=ppo_ctde", "env=pairfix", "algo.frozen=[b]", "algo.shared_policy=true"], "needs algo.shared_policy=false"),
+        (["algo=ppo_ctde", "env=pairfix", "algo.value_level=token"], "algo.value_level='token' is invalid for ppo_ctde"),
+        (["algo=ppo_ctde", "env=pairfix", "policy.critic=head"], "policy.critic='head' is invalid for algo=ppo_ctde; allowed: separate"),
+        (["algo=ppo_ctde", "env=pairfix", "compression=recent"], "compression.strategy='recent' is not supported for env=pairfix"),
+        (["algo=ppo_ctde", "env=pairfix", "budget=tool_seconds"], "budget.kind='tool_seconds' is not supported for env=pairfix"),
+        (["algo=ppo_ctde", "env=pairfix", "eval.temperature=0"], "eval.temperature=0.0 is not supported for env=pairfix"),
+        (["algo=ppo_ctde", "env=pairfix", "++env.kwargs.max_message_words=40"], "env.kwargs of env agentrl/PairFix-v1: max_message_words=40"),
+    ],
+)
+def test_bad_pair_combinations_are_one_line_errors(overrides, message):
+    with pytest.raises(ConfigError) as e:
+        validate(cfg(*overrides))
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+TINY = ["warmstart.demos=8", "warmstart.epochs=1", "budget.amount=8", "algo.tasks_per_update=4", "eval.tasks=2",
+        "eval.samples_per_task=1", "policy.d_model=16", "policy.n_heads=2", "policy.n_layers=1", "policy.max_len=384",
+        "progress=false"]
+
+
+def train_cli(tmp_path, *overrides):
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = [sys.executable, "-m", "experiments.train", f"warmstart.cache_dir={tmp_path / 'ws'}", *overrides]
+    return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.mark.slow
+def test_bad_combination_exits_2_before_compute(tmp_path):
+    done = train_cli(tmp_path, "algo=ppo_ctde", "env=bugfix", f"run_dir={tmp_path / 'run'}")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "config error: algo=ppo_ctde trains two agents but env=bugfix has one; allowed envs: pairfix (or a single-agent "
+        "algo: grpo, ppo, rloo, gigpo, grpo_process)"]
+    assert not (tmp_path / "run").exists() and not (tmp_path / "ws").exists()
+
+
+def run_in_process(tmp_path, monkeypatch, capsys, *overrides):
+    """``experiments.train.run`` on the composed, validated config (what ``main`` does after the
+    Hydra parse; in-process to keep the test small)."""
+    from omegaconf import OmegaConf
+
+    from experiments.train import run
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    composed = cfg(*overrides, f"warmstart.cache_dir={tmp_path / 'ws'}")
+    summary = run(validate(composed), resolved=OmegaConf.to_container(composed, resolve=True))
+    return summary, capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo, extra", [("ppo_ctde", ["logger=wandb"]), ("ppo_independent", ["logger=none", "algo.frozen=[b]"])])
+# ppo_ctde logs to wandb (offline); ppo_independent freezes b and is run again to check the resume
+def test_pair_training_end_to_end(tmp_path, monkeypatch, capsys, algo, extra):
+    run = tmp_path / "run"
+    overrides = [f"algo={algo}", "env=pairfix", f"run_dir={run}", *TINY, *extra]
+    summary, _ = run_in_process(tmp_path, monkeypatch, capsys, *overrides)
+    for name in ("config.yaml", "metrics.jsonl", "summary.json", "checkpoints/last.pt"):
+        assert (run / name).exists(), name
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    # 8 pair episodes at 4 per update: 2 updates; compute/rollouts counts pair episodes
+    assert [r["update"] for r in rows] == [1, 2] and [r["compute/rollouts"] for r in rows] == [4, 8]
+    assert all(r["algo"] == algo and r["rollout/episodes"] == 4 for r in rows)
+    assert all(r["rollout/success_rate"] == r["rollout/success"] for r in rows)  # the compare report's name
+    for agent in ("a", "b"):
+        for key in ("rollout/success", f"rollout/success_bug_in_{agent}_only", "rollout/file_fixed", "rollout/turns",
+                    "rollout/messages_sent", "rollout/format_error_rate", "eval/success"):
+            assert f"agent_{agent}/{key}" in rows[-1], (agent, key)
+    trained = ["a"] if algo == "ppo_independent" else ["a", "b"]  # algo.frozen=[b]: b is never updated
+    for agent in ("a", "b"):
+        assert (f"agent_{agent}/train/policy_loss" in rows[0]) == (agent in trained)
+    assert summary["algo"] == algo and summary["updates"] == 2 and summary["eval/episodes"] == 2
+    assert summary["critic"] == ("central" if algo == "ppo_ctde" else "local")
+    assert (run / "wandb").exists() == (extra[0] == "logger=wandb")
+    assert list((tmp_path / "ws" / "pair").glob("*/policy_a.pt"))  # the pair warm start was cached
+    if algo == "ppo_ctde":
+        return
+    # the same config again resumes from the last checkpoint: nothing is redone
+    again, err = run_in_process(tmp_path, monkeypatch, capsys, *overrides)
+    assert "resumed" in err and again["eval/success"] == summary["eval/success"]
+    assert [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()] == rows
+
+
+@pytest.mark.slow
+def test_pair_training_is_deterministic(tmp_path, monkeypatch, capsys):
+    wall = {"rollout/collect_seconds", "compute/wall_seconds", "agent_a/train/update_seconds", "agent_b/train/update_seconds"}
+    out = []
+    for name in ("one", "two"):
+        run = tmp_path / name
+        run_in_process(tmp_path, monkeypatch, capsys, "algo=ppo_independent", "env=pairfix", f"run_dir={run}", *TINY,
+                       "logger=none")
+        out.append([{k: v for k, v in json.loads(x).items() if k not in wall}
+                    for x in (run / "metrics.jsonl").read_text().splitlines()])
+    assert out[0] == out[1]
