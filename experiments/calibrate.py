@@ -38,7 +38,10 @@ DEFAULT_MISTAKE_RATES = (0.03, 0.1)
 CEILING_TARGET = 0.95
 FLOOR_TARGET = 0.10
 FLOOR_AGENTS = bugfix_agents.BLIND_AGENTS + ("random",)
-UNUSED_BY_PRESETS = ("tutorial",)  # an easier warm-up difficulty no preset of the project uses
+# an easier warm-up difficulty no comparison or learn preset uses: only the learning checks
+# (configs/experiment/learn_tiny.yaml, the claims' start model) train on it, and they measure
+# that the trainers learn on the tasks they train on, not bug fixing
+UNUSED_BY_PRESETS = ("tutorial",)
 LONG_HORIZON_AGENTS = (("oracle", "ceiling"), ("forgetful", "middle"), ("random", "floor"))
 
 
@@ -157,7 +160,7 @@ def checks(rows: list[Row]) -> list[str]:
             worst = max(floor, key=lambda r: r.success)
             ok = worst.success <= FLOOR_TARGET
             parts.append(f"floor max {worst.success:.3f} ({worst.agent}) <= {FLOOR_TARGET:.2f} {'ok' if ok else 'FAIL'}")
-        note = " (used by no preset: the floor target does not apply)" if d in UNUSED_BY_PRESETS else ""
+        note = " (no comparison / learn preset: the floor target does not apply)" if d in UNUSED_BY_PRESETS else ""
         out.append(f"check {d}: " + " | ".join(parts) + note)
     return out
 

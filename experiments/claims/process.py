@@ -10,7 +10,7 @@ from functools import lru_cache
 from experiments.claims.common import start_model_info, train_run
 from experiments.claims.compare import C19_ALGOS
 
-C24_BUDGET = 1024
+C24_BUDGET = 512  # 32 updates of 16 rollouts: the biased reward is farmed by then (1024 gave the same verdict)
 C24_BIASED = "biased_process"  # pays 0.1 per test run, whatever the progress
 #: The run keys of :func:`reward_mode_runs`: (name, algorithm, reward mode).
 C24_RUNS = (("outcome", "grpo", "outcome"), ("biased", "grpo", C24_BIASED), ("process_biased", "grpo_process", C24_BIASED))
