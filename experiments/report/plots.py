@@ -98,6 +98,8 @@ def plot_diagnostics(env: str, methods: Mapping[str, Sequence[Run]], out_dir: Pa
             _plot_band(a_groups, grouped, "rollout/all_one_rate", x_key, f"{method} all-1", c, ls=":")
         else:
             a_groups.plot([], [], color=c, label=f"{method}: n/a (G = 1)")
+            if method in PAIR_METHODS:
+                a_mix.plot([], [], color=c, label=f"{method}: n/a (G = 1)")
         if method in PAIR_METHODS:  # one band per agent's critic (a solid, b dashed)
             for a, ls in zip(PAIR_AGENTS, ("-", "--")):
                 if not _plot_band(a_critic, runs, critic_ev_key(a), x_key, f"{method} agent {a}", c, ls=ls):
@@ -159,7 +161,8 @@ def plot_stop_reasons(env: str, totals: Mapping[str, Mapping[str, float]], out_d
     ax.set_ylabel("fraction of training episodes")
     ax.set_ylim(0, 1.0)
     ax.set_title(f"{env}: why episodes stopped")
-    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    if reasons:  # two-agent runs log no stop reasons
+        ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
     fig.tight_layout()
     path = out_dir / f"stop_reasons_{_safe(env)}.png"
     fig.savefig(path, dpi=90)
