@@ -224,6 +224,10 @@ def test_pair_report_renders_references_na_and_per_agent_section(tmp_path):
     assert "### Per agent (two-agent runs)" in md and "| pairfix | ppo_ctde | a | 0.600 ± 0.497 |" in md
     assert "do not log `rollout/stop/<reason>` counters" in md
     assert {p.suffix for p in report.images.values()} == {".png"}
+    from experiments.report import report_tables
+
+    columns, rows = report_tables(report)["report/agents"]  # the W&B table of the per-agent rows
+    assert columns[:3] == ["env", "method", "agent"] and len(rows) == 4
 
 
 def test_pair_run_contract_errors_name_the_key_and_frozen_agents_are_exempt(tmp_path):
