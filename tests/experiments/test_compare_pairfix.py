@@ -70,6 +70,7 @@ def test_pairfix_preset_composes_for_both_methods():
         assert (c.env.name, c.algo.name, c.budget.kind, c.budget.amount) == ("pairfix", algo, "rollouts", 128)
         assert (c.algo.tasks_per_update, c.algo.group_size, c.compression.strategy) == (16, 1, "none")
         assert (c.eval.tasks, c.eval.samples_per_task, c.warmstart.eval_tasks) == (20, 2, 20)
+        assert (c.warmstart.demos, c.warmstart.epochs) == (1000, 5)
 
 
 def test_main_pairfix_defaults_to_its_methods_and_rejects_others_before_compute(monkeypatch, capsys):
