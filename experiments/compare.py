@@ -6,19 +6,22 @@
     python -m experiments.compare --methods grpo,grpo_process -- +env.kwargs.reward_mode=process
     python -m experiments.compare --preset bugfix       # configs/experiment/compare_bugfix.yaml
     python -m experiments.compare --preset long_horizon --launcher ray
+    python -m experiments.compare --preset pairfix      # two agents: PPO_CTDE - PPO_INDEPENDENT
     python -m experiments.compare --seeds 0,1 -- budget.amount=512 eval.tasks=8   # extra overrides
     python -m experiments.compare --tiny                # seconds: seed 0, tiny model/budget (a smoke test)
 
 Steps:
 1. **Sweep.** Runs ``python -m experiments.train -m experiment=compare_<preset>`` as a
-   subprocess: a Hydra multirun over ``algo=<methods>`` x seeds (``--methods``, default
-   ``grpo,ppo`` = the preset's ``hydra.sweeper.params``) with the joblib launcher (2 jobs at a time) or ``hydra/launcher=ray``,
+   subprocess: a Hydra multirun over ``algo=<methods>`` x seeds (``--methods``, default the
+   preset's :data:`PRESET_METHODS` = its ``hydra.sweeper.params``: ``grpo,ppo``, or
+   ``ppo_independent,ppo_ctde`` for ``pairfix``) with the joblib launcher (2 jobs at a time) or ``hydra/launcher=ray``,
    into one sweep directory (``--sweep-dir``, default ``runs/compare/<preset>-<timestamp>``; every
    run is a subdirectory ``<env>-<algo>-s<seed>``). The command is printed and the output is shown
    live and kept in ``<sweep>/sweep.log``.
 2. **Report.** :func:`experiments.report.render_report` on the sweep directory: ``report.md`` and
    the PNGs next to the runs; the markdown is printed. Its Conclusion compares every other method
-   against the **baseline**, the first of ``--methods`` (default ``grpo``: PPO - GRPO).
+   against the **baseline**, the first of ``--methods`` (default ``grpo``: PPO - GRPO; on
+   ``pairfix`` ``ppo_independent``: PPO_CTDE - PPO_INDEPENDENT, does the centralized critic help).
 3. **W&B summary run** (offline): one run in the sweep's group (``job_type="report"``) with the
    final table and the diagnostics table as ``wandb.Table`` and every plot as ``wandb.Image``.
    Each training run also logged itself to the same group (``job_type`` = its algorithm).
@@ -34,8 +37,10 @@ Methods (``--methods``, :data:`COMPARE_METHODS`): a name must be a trainer of th
 one-line error before any compute (exit 2). ``grpo_process`` needs step rewards: the job does not
 add them silently (every method of the sweep would then train on them), it asks for the override
 ``+env.kwargs.reward_mode=process`` (or ``biased_process``) and refuses a preset whose env has no
-step rewards (LongHorizon-v1 pays only the final submit). A new method, e.g. a two-agent trainer
-once ``experiments.train`` runs PairFix, is one :data:`COMPARE_METHODS` entry (its ``envs``).
+step rewards (LongHorizon-v1 pays only the final submit). The two-agent trainers ``ppo_ctde`` /
+``ppo_independent`` run on the ``pairfix`` preset only (and single-agent methods never there):
+``experiments.train`` hands ``env=pairfix`` to ``experiments.train_pair``. A new method is one
+:data:`COMPARE_METHODS` entry (its ``envs``).
 
 Re-running with the same ``--sweep-dir`` resumes: each run continues from its last checkpoint
 (finished runs only rewrite their summary), then the report is rendered again.
@@ -58,9 +63,11 @@ PRESETS: dict[str, str] = {
     "small": "compare_small",
     "bugfix": "compare_bugfix",
     "long_horizon": "compare_long_horizon",
+    "pairfix": "compare_pairfix",
 }
 #: The env (``env.name``) each preset trains on.
-PRESET_ENVS: dict[str, str] = {"small": "bugfix", "bugfix": "bugfix", "long_horizon": "long_horizon"}
+PRESET_ENVS: dict[str, str] = {"small": "bugfix", "bugfix": "bugfix", "long_horizon": "long_horizon",
+                               "pairfix": "pairfix"}
 LAUNCHERS = ("joblib", "ray")
 LOGGER_KINDS = ("wandb", "none")
 
@@ -101,9 +108,20 @@ COMPARE_METHODS: dict[str, MethodSpec] = {m.name: m for m in (
     MethodSpec("rloo"),
     MethodSpec("gigpo"),
     MethodSpec("grpo_process", envs=("bugfix",), step_rewards=True),
+    # two agents (experiments/train_pair.py): PairFix-v1 only; single-agent methods do not run there
+    MethodSpec("ppo_ctde", envs=("pairfix",)),
+    MethodSpec("ppo_independent", envs=("pairfix",)),
 )}
-#: ``--methods`` when not given: the two methods of the main job (the preset's sweeper params).
+#: ``--methods`` when not given on a single-agent preset: the two methods of the main job.
 DEFAULT_METHODS: tuple[str, ...] = ("grpo", "ppo")
+#: ``--methods`` when not given, per preset, baseline first; the same set as the preset's
+#: ``hydra.sweeper.params.algo``. PairFix: ``ppo_independent`` is the baseline because the issue's
+#: question is whether the centralized critic helps, so the Conclusion reads ``PPO_CTDE -
+#: PPO_INDEPENDENT`` (positive: the central critic is ahead).
+PRESET_METHODS: dict[str, tuple[str, ...]] = {
+    "small": DEFAULT_METHODS, "bugfix": DEFAULT_METHODS, "long_horizon": DEFAULT_METHODS,
+    "pairfix": ("ppo_independent", "ppo_ctde"),
+}
 #: ``env.kwargs.reward_mode`` values that pay per-step rewards (BugFix-v1; LongHorizon-v1 has none).
 STEP_REWARD_MODES: tuple[str, ...] = ("process", "biased_process")
 _REWARD_MODE_KEY = re.compile(r"^\+{0,2}env\.kwargs\.reward_mode=(.*)$")
@@ -155,15 +173,22 @@ def reward_mode_override(overrides: Sequence[str]) -> str | None:
     return mode
 
 
-def check_methods(methods: Sequence[str], preset: str, overrides: Sequence[str] = ()) -> None:
-    """:class:`MethodError` (one line) when a method cannot run on ``preset`` with ``overrides``:
-    the preset's env is not in its ``envs``, or it needs step rewards and no
-    ``+env.kwargs.reward_mode=<one of STEP_REWARD_MODES>`` override is given. The env is the
-    preset's (:data:`PRESET_ENVS`) unless an ``env=<name>`` override replaces it."""
+def sweep_env(preset: str, overrides: Sequence[str] = ()) -> str:
+    """The ``env.name`` the sweep trains on: the preset's (:data:`PRESET_ENVS`) unless an
+    ``env=<name>`` override (the last one) replaces it."""
     env = PRESET_ENVS[preset]
     for o in overrides:
         if o.startswith("env="):
             env = o.split("=", 1)[1]
+    return env
+
+
+def check_methods(methods: Sequence[str], preset: str, overrides: Sequence[str] = ()) -> None:
+    """:class:`MethodError` (one line) when a method cannot run on ``preset`` with ``overrides``:
+    the sweep's env (:func:`sweep_env`) is not in its ``envs`` (a single-agent method on the
+    pairfix preset, a two-agent one elsewhere), or it needs step rewards and no
+    ``+env.kwargs.reward_mode=<one of STEP_REWARD_MODES>`` override is given."""
+    env = sweep_env(preset, overrides)
     for m in methods:
         spec = COMPARE_METHODS[m]
         if env not in spec.envs:
@@ -178,10 +203,12 @@ def check_methods(methods: Sequence[str], preset: str, overrides: Sequence[str] 
                                   f"`-- +env.kwargs.reward_mode=process` (or biased_process; every method "
                                   f"of the sweep then trains on it)")
 
-#: ``--tiny``: every run of the sweep shrunk to seconds (the tiny policy and a compression budget
-#: that fits its 256-token context, 16 rollouts, a 16-demo warm start, 4 eval episodes) and seed 0
-#: only unless ``--seeds`` is given. Appended after the user's overrides, so it always wins; the
-#: numbers only show that the pipeline runs.
+#: ``--tiny``: every run of the sweep shrunk to seconds and seed 0 only unless ``--seeds`` is
+#: given; appended after the user's overrides, so it always wins; the numbers only show that the
+#: pipeline runs. One entry per env (:data:`TINY_OVERRIDES_BY_ENV`, chosen by :func:`tiny_overrides`
+#: from the sweep's env), because some knobs are config errors on the other envs.
+#: Single-agent envs (bugfix, long_horizon): the tiny policy and a compression budget that fits its
+#: 256-token context, 16 rollouts (2 tasks x G=4 per update), a 16-demo warm start, 4 eval episodes.
 TINY_OVERRIDES: tuple[str, ...] = (
     "policy.d_model=32", "policy.n_layers=1", "policy.n_heads=2", "policy.max_len=256",
     "compression.budget_tokens=128",
@@ -189,6 +216,28 @@ TINY_OVERRIDES: tuple[str, ...] = (
     "eval.every=1", "eval.tasks=2", "eval.samples_per_task=2",
     "warmstart.demos=16", "warmstart.epochs=1", "warmstart.eval_tasks=2",
 )
+#: PairFix (two agents): no ``algo.group_size`` (a pair run needs G = 1) and no compression knob
+#: (a pair run has none); 8 pair episodes (2 updates of 4), a 16-demo pair warm start, 4 eval
+#: episodes after each update (the start model's too).
+TINY_OVERRIDES_PAIR: tuple[str, ...] = (
+    "policy.d_model=32", "policy.n_layers=1", "policy.n_heads=2", "policy.max_len=256",
+    "algo.tasks_per_update=4", "rollout.num_envs=4", "budget.amount=8",
+    "eval.every=1", "eval.tasks=2", "eval.samples_per_task=2",
+    "warmstart.demos=16", "warmstart.epochs=1",
+)
+#: ``--tiny`` overrides per ``env.name`` (every env of :data:`PRESET_ENVS` has one).
+TINY_OVERRIDES_BY_ENV: dict[str, tuple[str, ...]] = {
+    "bugfix": TINY_OVERRIDES, "long_horizon": TINY_OVERRIDES, "pairfix": TINY_OVERRIDES_PAIR,
+}
+
+
+def tiny_overrides(preset: str, overrides: Sequence[str] = ()) -> tuple[str, ...]:
+    """The ``--tiny`` overrides of the sweep's env (:func:`sweep_env`); :class:`MethodError` for an
+    env without an entry in :data:`TINY_OVERRIDES_BY_ENV`."""
+    env = sweep_env(preset, overrides)
+    if env not in TINY_OVERRIDES_BY_ENV:
+        raise MethodError(f"--tiny: env {env!r} has no tiny overrides; allowed envs: {', '.join(TINY_OVERRIDES_BY_ENV)}")
+    return TINY_OVERRIDES_BY_ENV[env]
 
 
 def experiment_override(experiment: str) -> str:
@@ -212,9 +261,9 @@ def sweep_command(
     overrides: Sequence[str] = (),
     methods: Sequence[str] | None = None,
 ) -> list[str]:
-    """The ``experiments.train`` multirun command of one comparison. ``methods`` None (or
-    :data:`DEFAULT_METHODS`) keeps the preset's ``algo`` sweep; otherwise ``algo=<m1>,<m2>,...``
-    is added (names are not checked here: :func:`parse_methods` does that)."""
+    """The ``experiments.train`` multirun command of one comparison. ``methods`` None (or the set
+    of the preset's :data:`PRESET_METHODS`) keeps the preset's ``algo`` sweep; otherwise
+    ``algo=<m1>,<m2>,...`` is added (names are not checked here: :func:`parse_methods` does that)."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
     if launcher not in LAUNCHERS:
@@ -233,7 +282,7 @@ def sweep_command(
         if launcher != "joblib":
             raise ValueError("--jobs applies to the joblib launcher; Ray runs one job per free CPU")
         cmd.append(f"hydra.launcher.n_jobs={jobs}")
-    if methods is not None and tuple(methods) != DEFAULT_METHODS:
+    if methods is not None and set(methods) != set(PRESET_METHODS[preset]):
         cmd.append("algo=" + ",".join(methods))
     if seeds is not None:
         cmd.append("seed=" + ",".join(str(int(s)) for s in seeds))
@@ -324,9 +373,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="python -m experiments.compare",
         description="Compute-matched sweep of RL methods over seeds, then the report (see module docstring).",
     )
-    p.add_argument("--methods", default=",".join(DEFAULT_METHODS),
-                   help=f"comma-separated trainers to compare, the first is the report's baseline (default "
-                        f"{','.join(DEFAULT_METHODS)}; any of {', '.join(COMPARE_METHODS)}; grpo_process needs "
+    p.add_argument("--methods", default=None,
+                   help=f"comma-separated trainers to compare, the first is the report's baseline (default: the "
+                        f"preset's, {'; '.join(f'{k}: ' + ','.join(v) for k, v in PRESET_METHODS.items())}; any of "
+                        f"{', '.join(COMPARE_METHODS)} that runs on the preset's env; grpo_process needs "
                         f"-- +env.kwargs.reward_mode=process)")
     p.add_argument("--preset", default="small", choices=list(PRESETS),
                    help="configs/experiment/compare_<preset>.yaml (default: small, ~10 min on 2 cores)")
@@ -349,15 +399,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        methods = parse_methods(args.methods)
+        methods = parse_methods(args.methods or ",".join(PRESET_METHODS[args.preset]))
         check_methods(methods, args.preset, args.overrides)
+        tiny = tiny_overrides(args.preset, args.overrides) if args.tiny else ()
     except MethodError as e:
         print(f"compare: {e}", file=sys.stderr)
         return 2
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else ([0] if args.tiny else None)
     sweep_dir = (args.sweep_dir or default_sweep_dir(args.preset)).resolve()
     group = sweep_dir.name
-    overrides = [*args.overrides, *(TINY_OVERRIDES if args.tiny else ())]
+    overrides = [*args.overrides, *tiny]
     cmd = sweep_command(args.preset, sweep_dir, group, args.launcher, args.jobs, seeds, args.logger, overrides,
                         methods)
     print("sweep: " + " ".join(cmd), flush=True)

@@ -9,7 +9,8 @@ command runs as a subprocess (``sys.executable``, cwd = a temporary directory, s
   compare preset: ``experiments.compare.TINY_OVERRIDES`` and ``seed=0``);
 - ``experiments.compare``: ``--tiny`` (plus ``--dry-run`` for the Ray launcher, whose real multirun
   is tests/experiments/test_launchers.py's; the ``--methods`` example runs at ``--tiny`` in
-  tests/experiments/test_compare_methods.py);
+  tests/experiments/test_compare_methods.py, ``--preset pairfix`` in
+  tests/experiments/test_compare_pairfix.py);
 - ``experiments.warmstart``: ``experiment=tiny``; ``experiments.calibrate``: ``--episodes 5``;
 - ``experiments.bench envs``: ``--steps 300 --repeats 1``; ``experiments.bench train``: ``--quick``;
 - the plain ``experiments.compare`` (``make demo``) and ``experiments.report runs/compare/<sweep>``:
@@ -90,6 +91,9 @@ def tiny_case(cmd: str) -> Case:
     if module == "experiments.compare" and args == ["--preset", "long_horizon", "--methods", "grpo,gigpo"]:
         # the --methods example: run at --tiny by its own end-to-end test (one sweep, not two)
         return Case(exe + args, covered_by="tests/experiments/test_compare_methods.py")
+    if module == "experiments.compare" and args == ["--preset", "pairfix"]:
+        # two agents: run at --tiny by its own end-to-end test (one sweep, not two)
+        return Case(exe + args, covered_by="tests/experiments/test_compare_pairfix.py")
     if module == "experiments.compare" and not args:
         return Case(exe, covered_by="tests/experiments/test_compare.py")
     if module == "experiments.compare":

@@ -40,6 +40,11 @@ that reason, not cumulative); the report sums them over updates. ``config.yaml``
 A missing required key raises :class:`ReportError` naming the key and the run. ``null`` values
 (train.py writes NaN as null, e.g. a recovery rate with no tool failures) are left out of means;
 the table says "(k of n seeds)" when some seeds had no value.
+
+Two-agent runs (``algo=ppo_ctde | ppo_independent``, PairFix-v1) follow the smaller contract of
+``experiments/report/pair.py`` (no recovery / hack / turn columns, groups, stop reasons or team
+critic; per-agent ``agent_X/...`` keys instead) and get a per-agent table; without ``--methods``
+``ppo_independent`` is their baseline.
 """
 
 from experiments.report.keys import (
@@ -76,6 +81,7 @@ from experiments.report.load import (
     validate_run,
 )
 from experiments.report.markdown import Report, render_report, report_tables
+from experiments.report.pair import AGENT_COLUMNS, PAIR_METHODS, agent_table
 from experiments.report.references import REFERENCE_COLUMNS, ReferenceRow, reference_rows, task_set_spec
 from experiments.report.stats import (
     CONFIDENCE,
@@ -108,5 +114,5 @@ __all__ = [
     "stop_reason_totals", "t_critical", "validate_run",
     "CONCLUSION_AXES", "CONCLUSION_COLUMNS", "Comparison", "REFERENCE_COLUMNS", "ReferenceRow",
     "compare_at_matched_budgets", "eval_curve", "matched_budget", "reference_rows", "success_at", "task_set_spec",
-    "report_tables", "verdict", "welch_interval", "method_order",
+    "report_tables", "verdict", "welch_interval", "method_order", "AGENT_COLUMNS", "PAIR_METHODS", "agent_table",
 ]

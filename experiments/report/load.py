@@ -107,7 +107,13 @@ def load_run(run_dir: str | Path) -> Run:
 
 
 def validate_run(run: Run) -> None:
-    """Raise :class:`ReportError` naming the first missing required key and the run dir."""
+    """Raise :class:`ReportError` naming the first missing required key and the run dir. A
+    two-agent run (``algo`` in ``experiments.report.pair.PAIR_METHODS``) follows
+    :func:`_validate_pair_run` instead."""
+    from experiments.report.pair import PAIR_METHODS
+
+    if run.algo in PAIR_METHODS:
+        return _validate_pair_run(run)
     where = run.run_dir
     for key in SUMMARY_KEYS:
         if key not in run.summary:
@@ -140,6 +146,35 @@ def validate_run(run: Run) -> None:
         config_value(run.config, where, key)
 
 
+def _validate_pair_run(run: Run) -> None:
+    """The two-agent contract (experiments/report/pair.py): :data:`SUMMARY_KEYS` except
+    ``PAIR_NA_SUMMARY_KEYS``; ``update``, ``algo`` and every compute axis in every metrics line;
+    ``pair_required_metrics`` (the team's success, each trained agent's critic points) somewhere;
+    the config keys. No group, stop-reason or team-critic keys."""
+    from experiments.report.pair import PAIR_NA_SUMMARY_KEYS, pair_required_metrics
+
+    where = run.run_dir
+    for key in SUMMARY_KEYS:
+        if key not in PAIR_NA_SUMMARY_KEYS and key not in run.summary:
+            raise ReportError(f"summary.json of run {where} is missing required key {key!r}")
+    for i, row in enumerate(run.metrics, start=1):
+        for key in ("update", "algo", *dict.fromkeys((*CURVE_AXES, *CONCLUSION_AXES))):
+            if key not in row:
+                raise ReportError(f"metrics.jsonl line {i} of run {where} is missing required key {key!r}")
+        if row["algo"] != run.algo:
+            raise ReportError(f"metrics.jsonl line {i} of run {where} has algo={row['algo']!r} "
+                              f"but config.yaml says algo.name={run.algo!r}")
+    try:
+        frozen = tuple(config_get(run.config, "algo.frozen") or ())
+    except KeyError:
+        frozen = ()
+    for key in pair_required_metrics(frozen):
+        if not run.has(key):
+            raise ReportError(f"metrics.jsonl of run {where} never has required key {key!r}")
+    for key in REQUIRED_CONFIG_KEYS:
+        config_value(run.config, where, key)
+
+
 def load_runs(root: str | Path) -> list[Run]:
     """Every run directory under ``root``; :class:`ReportError` when there is none."""
     dirs = find_run_dirs(root)
@@ -148,8 +183,9 @@ def load_runs(root: str | Path) -> list[Run]:
     return [load_run(d) for d in dirs]
 
 
-#: Method order when none is given: GRPO first (the baseline), then PPO, then the rest by name.
-DEFAULT_ORDER: tuple[str, ...] = ("grpo", "ppo")
+#: Method order when none is given: GRPO first (the baseline), then PPO, then the rest by name;
+#: two-agent runs: ppo_independent (the baseline: does the centralized critic help?), then ppo_ctde.
+DEFAULT_ORDER: tuple[str, ...] = ("grpo", "ppo", "ppo_independent", "ppo_ctde")
 
 
 def method_order(methods: Iterable[str], order: Sequence[str] | None = None) -> list[str]:

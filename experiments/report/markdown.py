@@ -11,6 +11,7 @@ from typing import Any
 from experiments.report.conclusion import CONCLUSION_COLUMNS, Comparison, compare_at_matched_budgets
 from experiments.report.keys import CURVE_AXES, TABLE_COLUMNS
 from experiments.report.load import Run, config_get, group_runs, load_runs
+from experiments.report.pair import AGENT_COLUMNS, PAIR_METHODS, REFERENCE_NA, STOP_NA, agent_table, agent_table_md
 from experiments.report.plots import plot_diagnostics, plot_stop_reasons, plot_success_curves
 from experiments.report.references import REFERENCE_COLUMNS, ReferenceRow, reference_rows, start_model_rows
 from experiments.report.stats import CONFIDENCE, fmt_seeds
@@ -131,6 +132,9 @@ def render_report(sweep_dir: str | Path, title: str | None = None, references: b
     for env, methods in groups.items():
         everyone = [r for rs in methods.values() for r in rs]
         refs[env] = reference_rows(everyone, sweep_dir)[0] if references else start_model_rows(everyone)
+        if references and any(m in PAIR_METHODS for m in methods):
+            refs[env] += [ReferenceRow("program-blind floor", REFERENCE_NA, 0, 0),
+                          ReferenceRow("oracle ceiling", REFERENCE_NA, 0, 0)]
     transcripts = {env: {m: pick_transcripts(rs) for m, rs in methods.items()} for env, methods in groups.items()}
     images: dict[str, Path] = {}
     stops: dict[str, dict[str, dict[str, float]]] = {}
@@ -226,6 +230,7 @@ def render_report(sweep_dir: str | Path, title: str | None = None, references: b
         md.append("")
         md.append(f"![diagnostics]({images[f'{env}/diagnostics'].name})")
         md.append("")
+        md += agent_table_md(env, methods)
         md.append("### Stop reasons (training episodes, summed over updates and seeds)")
         md.append("")
         reasons = ordered_reasons(stops[env])
@@ -239,6 +244,8 @@ def render_report(sweep_dir: str | Path, title: str | None = None, references: b
             )
         md.append(_md_table(["method", *reasons, "total"], srows))
         md.append("")
+        if any(m in PAIR_METHODS for m in methods):
+            md += [f"({STOP_NA}.)", ""]
         md.append(f"![stop reasons]({images[f'{env}/stop_reasons'].name})")
         md.append("")
         md.append("### What the agent did")
@@ -276,16 +283,21 @@ def report_tables(report: Report) -> dict[str, tuple[list[str], list[list[Any]]]
     """The Conclusion, the reference rows and the transcripts as ``{name: (columns, rows)}`` for a
     logger's ``log_table`` (``experiments/compare.py``'s report run): ``report/conclusion``
     (:data:`CONCLUSION_COLUMNS`), ``report/references`` (``env`` + :data:`REFERENCE_COLUMNS`),
-    ``report/transcripts`` (``env`` + ``experiments.transcripts.TABLE_COLUMNS``)."""
+    ``report/transcripts`` (``env`` + ``experiments.transcripts.TABLE_COLUMNS``), and for two-agent
+    runs ``report/agents`` (``experiments.report.pair.AGENT_COLUMNS``)."""
     from experiments.transcripts import TABLE_COLUMNS as TRANSCRIPT_COLUMNS
     from experiments.transcripts import transcript_rows
 
     refs = [[env, *row.cells()] for env, rows in report.references.items() for row in rows]
     trans = [[env, *row] for env, ms in report.transcripts.items() for m, recs in ms.items()
              for row in transcript_rows(recs, m)]
-    return {
+    tables = {
         "report/conclusion": (list(CONCLUSION_COLUMNS), [c.row() for c in report.conclusion]),
         "report/references": (["env", *REFERENCE_COLUMNS], refs),
         "report/transcripts": (["env", *TRANSCRIPT_COLUMNS], trans),
     }
+    agents = agent_table(group_runs(report.runs))
+    if agents:  # two-agent runs only
+        tables["report/agents"] = (list(AGENT_COLUMNS), agents)
+    return tables
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.report.keys import CRITIC_EV_KEY, CURVE_AXES, EV_NA, METHODS_WITH_CRITIC
+from experiments.report.pair import PAIR_AGENTS, PAIR_METHODS, agent_key, critic_ev_key
 from experiments.report.load import Run, config_get
 from experiments.report.stats import interpolate_to_grid, mean_ci_columns
 from experiments.report.tables import ordered_reasons, p_mix_series
@@ -97,12 +98,22 @@ def plot_diagnostics(env: str, methods: Mapping[str, Sequence[Run]], out_dir: Pa
             _plot_band(a_groups, grouped, "rollout/all_one_rate", x_key, f"{method} all-1", c, ls=":")
         else:
             a_groups.plot([], [], color=c, label=f"{method}: n/a (G = 1)")
-        if method in METHODS_WITH_CRITIC:
+            if method in PAIR_METHODS:
+                a_mix.plot([], [], color=c, label=f"{method}: n/a (G = 1)")
+        if method in PAIR_METHODS:  # one band per agent's critic (a solid, b dashed)
+            for a, ls in zip(PAIR_AGENTS, ("-", "--")):
+                if not _plot_band(a_critic, runs, critic_ev_key(a), x_key, f"{method} agent {a}", c, ls=ls):
+                    a_critic.plot([], [], color=c, ls=ls, label=f"{method} agent {a}: {EV_NA}")
+        elif method in METHODS_WITH_CRITIC:
             if not _plot_band(a_critic, runs, CRITIC_EV_KEY, x_key, method, c):
                 a_critic.plot([], [], color=c, label=f"{method}: {EV_NA}")
         else:
             a_critic.plot([], [], color=c, label=f"{method}: n/a ({method.upper()} has no critic)")
-        _plot_band(a_shift, runs, "train/agg_weight_shift", x_key, method, c)
+        if method in PAIR_METHODS:
+            for a, ls in zip(PAIR_AGENTS, ("-", "--")):
+                _plot_band(a_shift, runs, agent_key(a, "train/agg_weight_shift"), x_key, f"{method} agent {a}", c, ls=ls)
+        else:
+            _plot_band(a_shift, runs, "train/agg_weight_shift", x_key, method, c)
     a_mix.set_title("mixed-group rate vs P_mix = 1 - p^G - (1-p)^G")
     a_mix.set_ylim(-0.02, 1.02)
     a_groups.set_title("all-0 (solid) / all-1 (dotted) group fractions")
@@ -150,7 +161,8 @@ def plot_stop_reasons(env: str, totals: Mapping[str, Mapping[str, float]], out_d
     ax.set_ylabel("fraction of training episodes")
     ax.set_ylim(0, 1.0)
     ax.set_title(f"{env}: why episodes stopped")
-    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    if reasons:  # two-agent runs log no stop reasons
+        ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
     fig.tight_layout()
     path = out_dir / f"stop_reasons_{_safe(env)}.png"
     fig.savefig(path, dpi=90)

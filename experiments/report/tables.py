@@ -55,12 +55,17 @@ def summary_values(runs: Sequence[Run], key: str) -> list[Any]:
 
 
 def final_table(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list[list[Any]]:
+    """One row of ``TABLE_COLUMNS`` per env x method (mean ± CI over seeds); a two-agent method's
+    cells of ``PAIR_NA_SUMMARY_KEYS`` read ``PAIR_NA`` (experiments/report/pair.py)."""
+    from experiments.report.pair import PAIR_METHODS, PAIR_NA, PAIR_NA_SUMMARY_KEYS
+
     rows = []
     for env, methods in groups.items():
         for method, runs in methods.items():
             budgets = sorted({test_budget(r) for r in runs})
             row: list[Any] = [env, method, len(runs), ", ".join(budgets)]
-            row += [fmt_seeds(summary_values(runs, k)) for k in TABLE_SUMMARY_KEYS]
+            row += [PAIR_NA if method in PAIR_METHODS and k in PAIR_NA_SUMMARY_KEYS
+                    else fmt_seeds(summary_values(runs, k)) for k in TABLE_SUMMARY_KEYS]
             rows.append(row)
     return rows
 
@@ -149,13 +154,21 @@ def diagnostics_table(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list
     explained variance per seed is its mean over the second half of training
     (:func:`second_half_mean`), then mean ± CI over seeds. The anchor hit rate (GiGPO) is the
     mean over updates per seed, then mean ± CI; ``n/a (no step groups)`` for methods that never
-    log :data:`ANCHOR_KEY`."""
+    log :data:`ANCHOR_KEY`. A two-agent method (``experiments.report.pair.PAIR_METHODS``, G = 1)
+    gives its critic and weight-shift cells per agent, ``a: <a's> / b: <b's>`` (its
+    ``agent_X/critic/explained_variance_heldout`` and ``agent_X/train/agg_weight_shift``)."""
+    from experiments.report.pair import PAIR_AGENTS, PAIR_METHODS, agent_key, critic_ev_key
+
     rows = []
     for env, methods in groups.items():
         for method, runs in methods.items():
             gs = sorted({int(config_get(r.config, "algo.group_size")) for r in runs})
             grouped = [r for r in runs if int(config_get(r.config, "algo.group_size")) > 1]
-            if method in METHODS_WITH_CRITIC:
+            if method in PAIR_METHODS:
+                evs = {a: [second_half_mean(r, critic_ev_key(a)) for r in runs] for a in PAIR_AGENTS}
+                ev = " / ".join(f"{a}: {fmt_seeds(v) if fmt_seeds(v) != 'n/a' else 'n/a'}" for a, v in evs.items())
+                ev_seeds = " / ".join(f"{a}: {_per_seed(v)}" for a, v in evs.items())
+            elif method in METHODS_WITH_CRITIC:
                 per_seed = [second_half_mean(r, CRITIC_EV_KEY) for r in runs]
                 ev = fmt_seeds(per_seed)
                 ev_seeds = _per_seed(per_seed)
@@ -174,8 +187,10 @@ def diagnostics_table(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list
                 group_cells = [G1_NA] * 4
             anchors = (fmt_seeds([_per_run_mean(r, ANCHOR_KEY) for r in runs])
                        if any(r.has(ANCHOR_KEY) for r in runs) else ANCHOR_NA)
-            rows.append(
-                [env, method, ", ".join(map(str, gs)), *group_cells, ev, ev_seeds,
-                 fmt_seeds([_per_run_mean(r, "train/agg_weight_shift") for r in runs]), anchors]
-            )
+            if method in PAIR_METHODS:
+                shift = " / ".join(f"{a}: {fmt_seeds([_per_run_mean(r, agent_key(a, 'train/agg_weight_shift')) for r in runs])}"
+                                   for a in PAIR_AGENTS)
+            else:
+                shift = fmt_seeds([_per_run_mean(r, "train/agg_weight_shift") for r in runs])
+            rows.append([env, method, ", ".join(map(str, gs)), *group_cells, ev, ev_seeds, shift, anchors])
     return rows
