@@ -29,6 +29,7 @@ Deterministic on CPU for a given config.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -49,7 +50,8 @@ from envs.pairfix.agents import PairOracle
 from envs.tokenizer import get_tokenizer
 from experiments.build import mix_seed
 from experiments.config import AlgoConfig, TrainConfig, algo_schema
-from experiments.warmstart import behaviour_clone
+from experiments.rundir import atomic_save
+from experiments.warmstart import _locked, behaviour_clone
 
 
 @dataclass
@@ -81,6 +83,9 @@ class PairConfig:
     eval_tasks: int = 0
     eval_temperature: float = 1.0
     seed: int = 0
+    # the start model's seed (demo episodes, BC initialisation and order): not the run seed, so every
+    # run seed and both algorithms start from one cached start model (the compare protocol)
+    warmstart_seed: int = 0
     algo_fields: dict = field(default_factory=lambda: {
         "lr": 1e-4, "epochs": 2, "minibatches": 1, "micro_batch_rows": 64, "gamma": 1.0, "lam": 0.95,
         "value_level": "turn", "vf_coef": 0.5, "value_clip": None, "norm_adv": True})
@@ -143,44 +148,59 @@ WARMSTART_DIR = Path(__file__).resolve().parents[1] / ".cache" / "agentrl" / "pa
 
 
 def warmstart_key(c: PairConfig, shared: bool) -> str:
-    """Hash of everything the warm start depends on (shape, vocabulary, env, demos, BC, seed)."""
+    """Hash of everything the warm start depends on (shape, vocabulary, env, demos, BC, warm-start
+    seed; not the run seed)."""
     blob = {k: getattr(c, k) for k in ("env_kwargs", "d_model", "n_layers", "n_heads", "max_len", "mlp_ratio", "max_action_tokens",
                                         "temperature", "train_tasks", "num_envs", "demos", "demo_noise", "bc_epochs",
-                                        "bc_lr", "seed")}
+                                        "bc_lr", "warmstart_seed")}
     blob.update(shared=shared, vocab=get_tokenizer().id_to_token)
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def warm_start(policies: dict, c: PairConfig, cache: bool = True, root: Path | None = None) -> None:
-    """Behaviour cloning of each agent's policy on its side of noisy-oracle pair demos; the
-    weights are cached under ``(root or WARMSTART_DIR)/<warmstart_key>`` (``cache=False``: always
-    rebuild)."""
+    """Behaviour cloning of each agent's policy on its side of noisy-oracle pair demos, from an
+    initialisation seeded by ``c.warmstart_seed`` (whatever the policies held before), so the result
+    is a function of the warm-start knobs only; the weights are cached under ``warmstart_path(c,
+    shared, root)`` (``cache=False``: always rebuild), built once under a file lock when parallel
+    sweep jobs ask for it together."""
     shared = policies["a"] is policies["b"]
-    path = Path(root if root is not None else WARMSTART_DIR) / warmstart_key(c, shared)
+    path = warmstart_path(c, shared, root)
     owners = ("a",) if shared else AGENTS
-    if cache and all((path / f"policy_{a}.pt").exists() for a in owners):
-        for a in owners:
-            policies[a].load_state_dict(torch.load(path / f"policy_{a}.pt", weights_only=True))
-            policies[a].eval()
-        return
-    _behaviour_clone_pair(policies, c)
-    if cache:
-        path.mkdir(parents=True, exist_ok=True)
-        for a in owners:
-            torch.save(policies[a].state_dict(), path / f"policy_{a}.pt")
+    with _locked(path.parent / f".{path.name}.lock") if cache else contextlib.nullcontext():
+        if cache and all((path / f"policy_{a}.pt").exists() for a in owners):
+            for a in owners:
+                policies[a].load_state_dict(torch.load(path / f"policy_{a}.pt", weights_only=True))
+                policies[a].eval()
+            return
+        _behaviour_clone_pair(policies, c)
+        if cache:
+            path.mkdir(parents=True, exist_ok=True)
+            for a in owners:
+                atomic_save(policies[a].state_dict(), path / f"policy_{a}.pt")
+
+
+def warmstart_path(c: PairConfig, shared: bool, root: Path | None = None) -> Path:
+    """The cache directory of the warm start of ``c`` (``(root or WARMSTART_DIR)/<warmstart_key>``)."""
+    return Path(root if root is not None else WARMSTART_DIR) / warmstart_key(c, shared)
 
 
 def _behaviour_clone_pair(policies: dict, c: PairConfig) -> None:
+    # re-initialise from the warm-start seed (in the order build_learner creates the policies, so
+    # warmstart_seed == seed reproduces its initialisation), without moving the global RNG stream
+    with torch.random.fork_rng():
+        torch.manual_seed(c.warmstart_seed)
+        for model in dict((id(m), m) for m in policies.values()).values():
+            model.load_state_dict(PolicyModel(model.shape).state_dict())
     engine = PairRolloutEngine(c.num_envs, c.max_len, c.max_action_tokens, c.temperature, c.env_kwargs)
     demo = partial(PairOracle, c.demo_noise)
-    episodes = engine.collect({a: demo for a in AGENTS}, pair_requests(c.demos, 10_000 + c.seed,
+    episodes = engine.collect({a: demo for a in AGENTS}, pair_requests(c.demos, 10_000 + c.warmstart_seed,
                                                                       task_indices=list(range(c.train_tasks))))
     seen: dict[int, list] = {}
     for a, model in policies.items():
         seen.setdefault(id(model), []).extend(agent_trajectories(episodes, a))
     for k, (a, model) in enumerate(policies.items()):
         if id(model) in seen:
-            behaviour_clone(model, seen.pop(id(model)), c.bc_epochs, c.bc_lr, 16, c.seed + k)
+            behaviour_clone(model, seen.pop(id(model)), c.bc_epochs, c.bc_lr, 16, c.warmstart_seed + k)
 
 
 def evaluate_pair(engine: PairRolloutEngine, models: dict, c: PairConfig, split: str | None = None,
@@ -246,7 +266,7 @@ def pair_config(c: TrainConfig) -> PairConfig:
         episodes_per_update=per_update, num_envs=min(c.rollout.num_envs, per_update), demos=c.warmstart.demos,
         demo_noise=c.warmstart.noise, bc_epochs=c.warmstart.epochs, bc_lr=c.warmstart.lr,
         eval_episodes=c.eval.tasks * c.eval.samples_per_task, eval_split=c.eval.split, eval_tasks=c.eval.tasks,
-        eval_temperature=c.eval.temperature, seed=c.seed, algo_fields=algo_fields)
+        eval_temperature=c.eval.temperature, seed=c.seed, warmstart_seed=c.warmstart.seed, algo_fields=algo_fields)
 
 
 def _count_episodes(meter, episodes: list[dict]) -> None:
@@ -278,8 +298,8 @@ def run_pair(c: TrainConfig, resolved: dict | None = None) -> dict:
     rd = RunDir.create(c)
     rd.write_config(resolved if resolved is not None else asdict(c))
     meter = ComputeMeter()
-    learner = build_learner(pc, warm=c.policy.init_checkpoint == "warmstart",
-                            warm_root=Path(c.warmstart.cache_dir) / "pair", meter=meter)
+    warm = c.policy.init_checkpoint == "warmstart"
+    learner = build_learner(pc, warm=warm, warm_root=Path(c.warmstart.cache_dir) / "pair", meter=meter)
     owners = ("a",) if learner.shared else AGENTS
     engine = PairRolloutEngine(pc.num_envs, pc.max_len, pc.max_action_tokens, pc.temperature, pc.env_kwargs)
     evaluator = PairRolloutEngine(min(c.rollout.num_envs, pc.eval_episodes), pc.max_len, pc.max_action_tokens,
@@ -298,7 +318,9 @@ def run_pair(c: TrainConfig, resolved: dict | None = None) -> dict:
     if start_eval is None:
         start_eval = _eval_keys(evaluate_pair(evaluator, learner.models(), pc)[0])
     start_info = {"start_model/success": start_eval.get("eval/success", float("nan")),
-                  "start_model/path": "warmstart" if c.policy.init_checkpoint == "warmstart" else ""}
+                  # the cached start model every seed and both algorithms share (the report checks it)
+                  "start_model/path": str(warmstart_path(pc, learner.shared, Path(c.warmstart.cache_dir) / "pair"))
+                  if warm else ""}
     logger = make_logger(c.logger.kind, run_dir=rd.path, name=c.logger.name or rd.path.name, group=c.logger.group or None,
                          job_type=c.algo.name, config={**(resolved or asdict(c)), "start_model": start_info})
     logger.define_x_axes()
@@ -347,4 +369,4 @@ def run_pair(c: TrainConfig, resolved: dict | None = None) -> dict:
 
 
 __all__ = ["PairConfig", "WARMSTART_DIR", "build_learner", "evaluate_pair", "pair_config", "run_pair", "shapes",
-           "train_pair", "update_requests", "warm_start", "warmstart_key"]
+           "train_pair", "update_requests", "warm_start", "warmstart_key", "warmstart_path"]

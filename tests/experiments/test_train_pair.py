@@ -149,3 +149,27 @@ def test_pair_training_is_deterministic(tmp_path, monkeypatch, capsys):
         out.append([{k: v for k, v in json.loads(x).items() if k not in wall}
                     for x in (run / "metrics.jsonl").read_text().splitlines()])
     assert out[0] == out[1]
+
+
+@pytest.mark.slow
+def test_every_run_seed_starts_from_one_cached_start_model(tmp_path, monkeypatch, capsys):
+    """The compare protocol: both algorithms and every run seed start from the same warm start
+    (keyed by warmstart.seed, not the run seed). Seed 1 runs first and builds it; seed 0 then loads
+    it; a fresh cache built by seed 0 itself holds the same weights (so which seed builds it first
+    does not matter)."""
+    import torch
+
+    summaries = []
+    for seed, algo in ((1, "ppo_independent"), (0, "ppo_ctde")):
+        s, _ = run_in_process(tmp_path, monkeypatch, capsys, f"algo={algo}", "env=pairfix", f"seed={seed}",
+                              f"run_dir={tmp_path / f'run{seed}'}", *TINY, "logger=none")
+        summaries.append(s)
+    (path,) = {s["start_model/path"] for s in summaries}
+    assert Path(path).parent == tmp_path / "ws" / "pair" and (Path(path) / "policy_a.pt").exists()
+    built_by_seed_1 = torch.load(Path(path) / "policy_a.pt", weights_only=True)
+    fresh = tmp_path / "fresh"
+    s0, _ = run_in_process(fresh, monkeypatch, capsys, "algo=ppo_independent", "env=pairfix", "seed=0",
+                           f"run_dir={fresh / 'run'}", *TINY, "logger=none")
+    built_by_seed_0 = torch.load(Path(s0["start_model/path"]) / "policy_a.pt", weights_only=True)
+    assert Path(s0["start_model/path"]).name == Path(path).name
+    assert all(torch.equal(built_by_seed_1[k], built_by_seed_0[k]) for k in built_by_seed_1)
