@@ -115,18 +115,7 @@ def validate_run(run: Run) -> None:
     if run.algo in PAIR_METHODS:
         return _validate_pair_run(run)
     where = run.run_dir
-    for key in SUMMARY_KEYS:
-        if key not in run.summary:
-            raise ReportError(f"summary.json of run {where} is missing required key {key!r}")
-    for i, row in enumerate(run.metrics, start=1):
-        for key in ("update", "algo", *dict.fromkeys((*CURVE_AXES, *CONCLUSION_AXES))):
-            if key not in row:
-                raise ReportError(f"metrics.jsonl line {i} of run {where} is missing required key {key!r}")
-        if row["algo"] != run.algo:
-            raise ReportError(
-                f"metrics.jsonl line {i} of run {where} has algo={row['algo']!r} "
-                f"but config.yaml says algo.name={run.algo!r}"
-            )
+    _validate_summary_and_lines(run, skip=())
     required = dict(METRIC_KEYS)
     if run.algo in METHODS_WITH_CRITIC:
         required.update(CRITIC_KEYS)
@@ -146,16 +135,12 @@ def validate_run(run: Run) -> None:
         config_value(run.config, where, key)
 
 
-def _validate_pair_run(run: Run) -> None:
-    """The two-agent contract (experiments/report/pair.py): :data:`SUMMARY_KEYS` except
-    ``PAIR_NA_SUMMARY_KEYS``; ``update``, ``algo`` and every compute axis in every metrics line;
-    ``pair_required_metrics`` (the team's success, each trained agent's critic points) somewhere;
-    the config keys. No group, stop-reason or team-critic keys."""
-    from experiments.report.pair import PAIR_NA_SUMMARY_KEYS, pair_required_metrics
-
+def _validate_summary_and_lines(run: Run, skip) -> None:
+    """Every :data:`SUMMARY_KEYS` entry not in ``skip`` in summary.json; ``update``, ``algo`` and
+    every compute axis in every metrics line, whose ``algo`` is the config's."""
     where = run.run_dir
     for key in SUMMARY_KEYS:
-        if key not in PAIR_NA_SUMMARY_KEYS and key not in run.summary:
+        if key not in skip and key not in run.summary:
             raise ReportError(f"summary.json of run {where} is missing required key {key!r}")
     for i, row in enumerate(run.metrics, start=1):
         for key in ("update", "algo", *dict.fromkeys((*CURVE_AXES, *CONCLUSION_AXES))):
@@ -164,6 +149,17 @@ def _validate_pair_run(run: Run) -> None:
         if row["algo"] != run.algo:
             raise ReportError(f"metrics.jsonl line {i} of run {where} has algo={row['algo']!r} "
                               f"but config.yaml says algo.name={run.algo!r}")
+
+
+def _validate_pair_run(run: Run) -> None:
+    """The two-agent contract (experiments/report/pair.py): :data:`SUMMARY_KEYS` except
+    ``PAIR_NA_SUMMARY_KEYS``; ``update``, ``algo`` and every compute axis in every metrics line;
+    ``pair_required_metrics`` (the team's success, each trained agent's critic points) somewhere;
+    the config keys. No group, stop-reason or team-critic keys."""
+    from experiments.report.pair import PAIR_NA_SUMMARY_KEYS, pair_required_metrics
+
+    where = run.run_dir
+    _validate_summary_and_lines(run, skip=PAIR_NA_SUMMARY_KEYS)
     try:
         frozen = tuple(config_get(run.config, "algo.frozen") or ())
     except KeyError:
