@@ -5,7 +5,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -81,15 +80,12 @@ def test_train_writes_run_directory(tmp_path, ws_cache, algo):
 
 def test_bad_config_fails_fast_with_one_line(tmp_path, ws_cache):
     run_dir = tmp_path / "bad"
-    t0 = time.perf_counter()
     proc = train(run_dir, "algo=grpo", "algo.group_size=1", ws_cache=ws_cache, check=False)
-    elapsed = time.perf_counter() - t0
     assert proc.returncode == 2
     err = [line for line in proc.stderr.splitlines() if line.strip()]
     assert err == ["config error: algo.group_size=1 is invalid for GRPO: group-relative advantages need at "
                    "least 2 rollouts per task (use algo=ppo for G=1)"]
     assert not run_dir.exists(), "nothing may be computed or written before validation"
-    assert elapsed < 30
     proc = train(run_dir, "algo=foo", ws_cache=ws_cache, check=False)
     assert proc.returncode != 0 and "algo/foo" in proc.stderr
     # env constructor kwargs and the compression wrapper's are checked by building them once
