@@ -1,6 +1,6 @@
 """Suite-wide test options: the ``pools`` marker (the full 10 000 / 1 000-task pool checks of
 every BugFix difficulty, tens of minutes on 2 cores) runs only with ``AGENTRL_POOL_TESTS=1``
-(``make test-pools``); everything else runs in ``make test`` and CI. End-to-end tests are scheduled first."""
+(``make test-pools``); everything else runs in ``make test`` and CI."""
 
 import os
 
@@ -8,10 +8,6 @@ import pytest
 
 
 def pytest_collection_modifyitems(config, items):
-    # End-to-end (`slow`) tests first, in collection order otherwise: under pytest-xdist's work
-    # stealing (`make test`) the long runs start at once on both workers and the short tests fill
-    # in behind them, instead of one long run starting last and running alone at the end.
-    items.sort(key=lambda item: "slow" not in item.keywords)
     if os.environ.get("AGENTRL_POOL_TESTS") == "1":
         return
     skip = pytest.mark.skip(reason="full task pools: run with AGENTRL_POOL_TESTS=1 (make test-pools)")
