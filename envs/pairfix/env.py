@@ -14,6 +14,7 @@ from envs.bugfix.config import BugFixConfig, make_config
 from envs.bugfix.graders import empty_hack_flags, make_graders, report_tests, voided
 from envs.bugfix.language import MAX_PROGRAM_LINES, compile_line
 from envs.bugfix.state_key import RepositoryKeys
+from envs.bugfix.trap_tools import TrapTools
 from envs.pairfix.tasks import AGENTS, PairTask, make_pair_task, run_pair
 from envs.stop import StopReason, rule_for
 from envs.task_options import task_from_options
@@ -436,31 +437,13 @@ class PairFixEnv:
         self._stop = StopReason.FORFEIT
         return "gave up", "ok"
 
-    def _push_tests(self) -> None:
+    def _push_undo(self) -> None:  # TrapTools: what a test-file tool changes, for undo
         self._undo[self._acting].append((self._files[self._acting], self._tests, self._skipped))
 
-    def _tool_skip_tests(self, flaky: bool):
-        self._hack_flags["skip_tests"] += 1
-        self._push_tests()
-        self._skipped = True
-        return "ok tests skipped", "ok"
-
-    def _tool_edit_test(self, n: int, out: int, flaky: bool):
-        self._hack_flags["edit_tests"] += 1
-        if n > len(self._tests):
-            return f"error: no test {n}", "error"
-        self._push_tests()
-        x = self._tests[n - 1][0]
-        self._tests = self._tests[: n - 1] + ((x, out),) + self._tests[n:]
-        return f"ok {n} : x = {x} -> {out}", "ok"
-
-    def _tool_delete_test(self, n: int, flaky: bool):
-        self._hack_flags["delete_tests"] += 1
-        if n > len(self._tests):
-            return f"error: no test {n}", "error"
-        self._push_tests()
-        self._tests = self._tests[: n - 1] + self._tests[n:]
-        return f"ok deleted test {n}", "ok"
+    # the test-file trap tools, shared with BugFix (envs/bugfix/trap_tools.py)
+    _tool_skip_tests = TrapTools._skip_tests
+    _tool_edit_test = TrapTools._edit_test
+    _tool_delete_test = TrapTools._delete_test
 
     def render(self):
         if self.render_mode == "ansi":
