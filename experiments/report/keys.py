@@ -3,6 +3,8 @@ critic and config keys, the table columns, and the error raised when a run break
 
 from __future__ import annotations
 
+from experiments.loggers import COMPUTE_AXES
+
 #: Keys ``experiments/train.py`` writes to ``summary.json`` (final eval + compute totals + start model).
 SUMMARY_KEYS: dict[str, str] = {
     "eval/success": "verified success rate on held-out (unseen) task templates, final policy",
@@ -93,12 +95,7 @@ TABLE_COLUMNS: tuple[str, ...] = (
 TABLE_SUMMARY_KEYS = (
     "eval/success",
     "start_model/success",
-    "compute/rollouts",
-    "compute/generated_tokens",
-    "compute/observation_tokens",
-    "compute/tool_seconds",
-    "compute/train_flops",
-    "compute/wall_seconds",
+    *COMPUTE_AXES,  # rollouts, generated / observation tokens, tool seconds, train FLOPs, wall seconds
     "eval/recovery_rate",
     "eval/hack_rate",
     "eval/mean_turns",
