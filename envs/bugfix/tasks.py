@@ -43,7 +43,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from envs.bugfix.language import CMPS, INT_WORDS, LOW, HIGH, NONE_CODE, OPS, VARS, run_on_domain, run_program
+from envs.bugfix.language import (CMPS, HIGH, INT_WORDS, LOW, NONE_CODE, OPS, VARS, compile_program, execute,
+                                  run_on_domain, run_program)
 from envs.task_options import SPLITS
 
 DOMAIN = tuple(range(-50, 70))
@@ -232,10 +233,22 @@ def program_split(program: tuple[str, ...]) -> str | None:
     return s if behaviour_split(function_of(program)) == s else None
 
 
+def _pick(rng: np.random.Generator, options: tuple):
+    """``options[k]`` for ``k`` uniform: the draw ``rng.choice(options)`` makes (numpy's uniform
+    ``choice`` is ``integers(0, len, dtype=int64)``), without converting ``options`` to an array."""
+    return options[int(rng.integers(len(options)))]
+
+
+# numpy's ``choice(3, p=OP_WEIGHTS)``: one ``random()`` searched in the normalised cumulative sum
+OP_WEIGHTS = (0.45, 0.35, 0.2)
+_OP_CDF = np.cumsum(np.asarray(OP_WEIGHTS, dtype=np.float64))
+_OP_CDF /= _OP_CDF[-1]
+
+
 def _constant(rng: np.random.Generator, split: str) -> int:
     if split == "heldout" and rng.random() < 0.5:
-        return int(rng.choice(HELDOUT_CONSTANTS))
-    return int(rng.choice(TRAIN_CONSTANTS))
+        return _pick(rng, HELDOUT_CONSTANTS)
+    return _pick(rng, TRAIN_CONSTANTS)
 
 
 def _operand(rng, defined: list[str], split: str, p_const: float) -> str:
@@ -246,7 +259,7 @@ def _operand(rng, defined: list[str], split: str, p_const: float) -> str:
 
 def _expression(rng, defined: list[str], split: str) -> str:
     a = defined[-1] if rng.random() < 0.6 else defined[int(rng.integers(len(defined)))]
-    op = OPS[int(rng.choice(3, p=(0.45, 0.35, 0.2)))]
+    op = OPS[int(_OP_CDF.searchsorted(rng.random(), side="right"))]
     b = _operand(rng, defined, split, 0.7)
     while b == a:  # no ``x - x`` / ``t * t``: a constant or a square is not a readable line
         b = _operand(rng, defined, split, 0.7)
@@ -374,8 +387,13 @@ def _choose_inputs(rng, reference, ref_out: np.ndarray, bug_out: np.ndarray, spe
 def _ambiguous(buggy, ref_out: np.ndarray, visible: list[int], expected: tuple) -> bool:
     """True when a single-token edit of ``buggy`` passes the visible tests but computes another
     function than the reference."""
+    # the visible inputs the buggy program fails first: most edits fail one of them, and each input
+    # is tried alone (one scalar run) before the next
+    buggy_out = run_program(buggy, tuple(visible))
+    order = sorted(range(len(visible)), key=lambda k: buggy_out[k] == expected[k])
     for program in single_token_edits(buggy):
-        if run_program(program, tuple(visible)) == expected and not np.array_equal(function_of(program), ref_out):
+        compiled = compile_program(program)
+        if all(execute(compiled, visible[k]) == expected[k] for k in order) and not np.array_equal(function_of(program), ref_out):
             return True
     return False
 
