@@ -59,3 +59,26 @@ def test_warm_start_is_built_once_and_cached_by_config(tmp_path):
     # the checkpoint loads into the policy, with or without a value head
     for critic in ("none", "head"):
         load_policy_weights(PolicyModel(policy_shape(c, critic=critic)), info["path"])
+
+
+def test_behaviour_clone_loss_is_the_full_logits_cross_entropy(tmp_path):
+    """BC computes logits only before the action tokens (``forward_at``); its first loss (no step
+    taken yet) must equal the token-mean cross-entropy from the full ``model(tokens)`` logits on
+    the same first minibatch (the permutation of ``torch.Generator().manual_seed(seed)``)."""
+    from algos.batch import collate
+    from algos.policy import shift_logprobs
+    from experiments.warmstart import behaviour_clone
+
+    c = tiny(tmp_path, "warmstart.demos=6")
+    trajs = demonstrations(c)
+    torch.manual_seed(0)
+    model = PolicyModel(policy_shape(c))
+    batch = collate(trajs)
+    idx = torch.randperm(batch.num_rows, generator=torch.Generator().manual_seed(3))[:4]
+    width = int(batch.valid[idx].sum(1).max())
+    tokens, mask = batch.tokens[idx][:, :width], batch.action_mask[idx][:, :width]
+    with torch.no_grad():
+        logits, _ = model(tokens)
+        expected = float(-(shift_logprobs(logits, tokens) * mask).sum() / mask.sum())
+    losses = behaviour_clone(model, trajs, epochs=1, lr=1e-3, batch_rows=4, seed=3)
+    assert losses[0] == pytest.approx(expected, rel=1e-5)
