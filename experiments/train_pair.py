@@ -153,7 +153,8 @@ def warmstart_key(c: PairConfig, shared: bool) -> str:
     blob = {k: getattr(c, k) for k in ("env_kwargs", "d_model", "n_layers", "n_heads", "max_len", "mlp_ratio", "max_action_tokens",
                                         "temperature", "train_tasks", "num_envs", "demos", "demo_noise", "bc_epochs",
                                         "bc_lr", "warmstart_seed")}
-    blob.update(shared=shared, vocab=get_tokenizer().id_to_token)
+    # bc: 2 = behaviour cloning's logits via forward_at (experiments.warmstart.behaviour_clone)
+    blob.update(shared=shared, vocab=get_tokenizer().id_to_token, bc=2)
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
