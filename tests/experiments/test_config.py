@@ -130,6 +130,10 @@ def test_compare_presets_inherit_the_base(preset):
     expected = {"compare_small": (2560, "bugfix", "none"), "compare_bugfix": (4096, "bugfix", "none"),
                 "compare_long_horizon": (4096, "long_horizon", "structured_summary")}[preset]
     assert (c.budget.amount, c.env.name, c.compression.strategy) == expected
+    if preset == "compare_small":  # the demo (issue 10): >= 5 seeds, >= 400 final-eval attempts per run
+        assert c.eval.tasks * c.eval.samples_per_task >= 400
+        seeds = yaml.safe_load((Path(CONFIGS) / "experiment" / "compare_small.yaml").read_text())["hydra"]["sweeper"]["params"]["seed"]
+        assert len(str(seeds).split(",")) >= 5
 
 
 def test_algo_name_must_match_its_schema():
