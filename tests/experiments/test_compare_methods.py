@@ -4,12 +4,11 @@ command, the report's baseline order, and ONE tiny end-to-end sweep of GRPO vs R
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from entry import run_entry
 from experiments import compare as C
 from experiments.config import ALGO_SCHEMAS
 from experiments.report.conclusion import compare_at_matched_budgets
@@ -134,15 +133,12 @@ def test_readme_methods_command_grpo_vs_gigpo_on_long_horizon_end_to_end(tmp_pat
     assert README_COMMAND in (ROOT / "README.md").read_text()
     sweep = tmp_path / "sweep"
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
-    env.update(HOME=str(tmp_path / "home"), WANDB_BASE_URL="http://127.0.0.1:9",  # no creds, no server
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.update(HOME=str(tmp_path / "home"), WANDB_BASE_URL="http://127.0.0.1:9")  # no creds, no server
     (tmp_path / "home").mkdir()
     args = README_COMMAND.split()[3:]  # after ".venv/bin/python -m experiments.compare"
-    out = subprocess.run(
-        [sys.executable, "-m", "experiments.compare", *args, "--tiny", "--logger", "none", "--sweep-dir", str(sweep), "--",
-         f"warmstart.cache_dir={tmp_path / 'ws'}"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-    )
+    # in this process (logger none; the sweep itself is the compare job's subprocess)
+    out = run_entry("experiments.compare", [*args, "--tiny", "--logger", "none", "--sweep-dir", str(sweep), "--",
+                                            f"warmstart.cache_dir={tmp_path / 'ws'}"], cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     runs = sorted(p.name for p in sweep.iterdir() if (p / "summary.json").is_file())
     assert runs == ["long_horizon-gigpo-s0", "long_horizon-grpo-s0"]  # --tiny: seed 0 only
