@@ -9,8 +9,8 @@ interpreter would see patched in, and puts back afterwards everything a run may 
 - ``sys.argv`` (``[<module or script file>, *argv]``), the working directory, ``os.environ`` (``env`` is the
   whole environment, as ``subprocess.run``'s ``env``; None keeps this process's); the project root
   is prepended to ``PYTHONPATH`` so subprocesses the entry point starts import this checkout;
-- ``sys.stdout`` / ``sys.stderr`` captured as text; warnings raised during the run are appended to
-  ``stderr`` (a subprocess would print them there) instead of reaching pytest's summary;
+- ``sys.stdout`` / ``sys.stderr`` captured as text; warnings raised during the run are printed to that
+  ``stderr`` (as a subprocess would) instead of reaching pytest's summary;
 - the exit code: ``SystemExit`` -> its code (``None`` -> 0, a message -> 1 with the message on
   stderr), any other exception -> 1 with its traceback on stderr, a normal return -> 0;
 - Hydra: ``GlobalHydra`` cleared before and after (a later ``initialize_config_dir`` would refuse
@@ -80,15 +80,18 @@ def run_script(path: str | os.PathLike, argv: Sequence[str] = (), cwd: str | os.
 
 def _run_main(call, argv0: str, argv: Sequence[str], cwd, env: Mapping[str, str] | None) -> EntryResult:
     stdout, stderr = io.StringIO(), io.StringIO()
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if "found in sys.modules after import of package" in str(message):
+            return  # runpy re-executing an imported module: expected here, not in a user's run
+        stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
     with _restored_state(), _patched_process(argv0, argv, cwd, env), _hydra_cleared():
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings():
             warnings.simplefilter("default")
+            warnings.showwarning = show  # on stderr where it is raised, as in a subprocess
             with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
                 code = _exit_code(call)
-        for w in caught:
-            if "found in sys.modules after import of package" in str(w.message):
-                continue  # runpy re-executing an imported module: expected here, not in a user's run
-            stderr.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno, w.line))
     return EntryResult(code, stdout.getvalue(), stderr.getvalue())
 
 
