@@ -3,14 +3,15 @@
 
 A subprocess per entry-point test pays ~6-7 s of imports (torch, torch._dynamo, Hydra) before
 doing anything; a pytest worker has paid them once. :func:`run_entry` executes the module as
-``__main__`` (``runpy.run_module``, what ``python -m`` does; ``runpy.run_path`` for a script) with the process state a fresh
-interpreter would see patched in, and puts back afterwards everything a run may change:
+``__main__`` (``runpy.run_module``, what ``python -m`` does; ``runpy.run_path`` for a script) with
+the process state a fresh interpreter would see patched in, and puts back afterwards everything a
+run may change:
 
-- ``sys.argv`` (``[<module or script file>, *argv]``), the working directory, ``os.environ`` (``env`` is the
-  whole environment, as ``subprocess.run``'s ``env``; None keeps this process's); the project root
-  is prepended to ``PYTHONPATH`` so subprocesses the entry point starts import this checkout;
-- ``sys.stdout`` / ``sys.stderr`` captured as text; warnings raised during the run are printed to that
-  ``stderr`` (as a subprocess would) instead of reaching pytest's summary;
+- ``sys.argv`` (``[<module or script file>, *argv]``), the working directory, ``os.environ``
+  (``env`` is the whole environment, as ``subprocess.run``'s ``env``; None keeps this process's);
+  the project root is prepended to ``PYTHONPATH`` so subprocesses the run starts import this checkout;
+- ``sys.stdout`` / ``sys.stderr`` captured as text; warnings raised during the run are printed to
+  that ``stderr`` (as a subprocess would) instead of reaching pytest's summary;
 - the exit code: ``SystemExit`` -> its code (``None`` -> 0, a message -> 1 with the message on
   stderr), any other exception -> 1 with its traceback on stderr, a normal return -> 0;
 - Hydra: ``GlobalHydra`` cleared before and after (a later ``initialize_config_dir`` would refuse
@@ -146,12 +147,12 @@ def _hydra_cleared() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _restored_state() -> Iterator[None]:
-    """Threads, RNGs, signal handlers and logging as they were before the block."""
+    """Threads, RNGs, signal handlers and logging as they were before the block (torch is
+    imported here if it is not yet: under pytest the test modules have imported it already)."""
     import numpy as np
+    import torch
 
-    torch = sys.modules.get("torch")  # imported by the run if not yet: then nothing to restore
-    threads = torch.get_num_threads() if torch is not None else None
-    torch_rng = torch.get_rng_state() if torch is not None else None
+    threads, torch_rng = torch.get_num_threads(), torch.get_rng_state()
     py_rng, np_rng = random.getstate(), np.random.get_state()
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     logs = _logging_state()
@@ -162,18 +163,9 @@ def _restored_state() -> Iterator[None]:
             signal.signal(s, h)
         random.setstate(py_rng)
         np.random.set_state(np_rng)
-        if torch is not None:
-            torch.set_num_threads(threads)
-            torch.set_rng_state(torch_rng)
-        elif "torch" in sys.modules:  # first imported by the run: back to the worker's setting
-            sys.modules["torch"].set_num_threads(_default_threads())
+        torch.set_num_threads(threads)
+        torch.set_rng_state(torch_rng)
         _set_logging_state(logs)
-
-
-def _default_threads() -> int:
-    """torch's thread count in a fresh process of this environment (OMP_NUM_THREADS or the cores)."""
-    value = os.environ.get("OMP_NUM_THREADS", "")
-    return int(value) if value.isdigit() and int(value) > 0 else max(1, os.cpu_count() or 1)
 
 
 def _logging_state() -> dict:

@@ -152,6 +152,22 @@ def test_readme_methods_command_grpo_vs_gigpo_on_long_horizon_end_to_end(tmp_pat
             "train_flops: inconclusive; wall_seconds: inconclusive.") in report
     assert "| long_horizon | gigpo | 1 | 2 tasks x 2 samples |" in report
 
+    # --tiny's basic launcher ran the jobs one after another in one process, grpo first: gigpo's
+    # numbers are those of gigpo trained alone (nothing leaks from one job into the next)
+    log = (sweep / "sweep.log").read_text()
+    assert " hydra/launcher=basic " in log.splitlines()[0]
+    assert log.index('long_horizon-grpo-s0"') < log.index('long_horizon-gigpo-s0"')  # each job's result line
+    alone = tmp_path / "alone"
+    done = run_entry("experiments.train", ["experiment=compare_long_horizon", "algo=gigpo", "seed=0", *C.TINY_OVERRIDES,
+                                           f"warmstart.cache_dir={tmp_path / 'ws'}", "logger.kind=none",
+                                           f"run_dir={alone}"], cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    wall = {"compute/wall_seconds", "rollout/collect_seconds", "rollout/generated_tokens_per_second",
+            "train/update_seconds"}  # wall-clock measurements: differ between any two runs
+    alone_lines = [json.loads(x) for x in (alone / "metrics.jsonl").read_text().splitlines()]
+    assert [{k: v for k, v in r.items() if k not in wall} for r in alone_lines] == \
+        [{k: v for k, v in r.items() if k not in wall} for r in gigpo]
+
 
 def test_diagnostics_report_the_anchor_hit_rate_of_gigpo_only(tmp_path):
     import json
