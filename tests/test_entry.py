@@ -9,7 +9,6 @@ import random
 import signal
 import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
