@@ -9,12 +9,16 @@
     python -m experiments.compare --preset pairfix      # two agents: PPO_CTDE - PPO_INDEPENDENT
     python -m experiments.compare --seeds 0,1 -- budget.amount=512 eval.tasks=8   # extra overrides
     python -m experiments.compare --tiny                # seconds: seed 0, tiny model/budget (a smoke test)
+                                                        #   (jobs one after another: Hydra's basic launcher)
 
 Steps:
 1. **Sweep.** Runs ``python -m experiments.train -m experiment=compare_<preset>`` as a
    subprocess: a Hydra multirun over ``algo=<methods>`` x seeds (``--methods``, default the
    preset's :data:`PRESET_METHODS` = its ``hydra.sweeper.params``: ``grpo,ppo``, or
-   ``ppo_independent,ppo_ctde`` for ``pairfix``) with the joblib launcher (2 jobs at a time) or ``hydra/launcher=ray``,
+   ``ppo_independent,ppo_ctde`` for ``pairfix``) with the joblib launcher (2 jobs at a time) or ``hydra/launcher=ray``
+   (``--launcher``); ``--tiny`` without ``--launcher`` / ``--jobs`` uses Hydra's basic launcher instead
+   (:func:`sweep_launcher`: the jobs run one after another inside the multirun process, so torch is
+   imported once, not once per joblib worker: a smoke test's jobs take seconds, the imports dominated),
    into one sweep directory (``--sweep-dir``, default ``runs/compare/<preset>-<timestamp>``; every
    run is a subdirectory ``<env>-<algo>-s<seed>``). The command is printed and the output is shown
    live and kept in ``<sweep>/sweep.log``.
@@ -69,6 +73,9 @@ PRESETS: dict[str, str] = {
 PRESET_ENVS: dict[str, str] = {"small": "bugfix", "bugfix": "bugfix", "long_horizon": "long_horizon",
                                "pairfix": "pairfix"}
 LAUNCHERS = ("joblib", "ray")
+#: ``hydra/launcher=`` values of :func:`sweep_command`: the ``--launcher`` choices plus Hydra's
+#: built-in ``basic`` (sequential, in the multirun process), which ``--tiny`` picks by default.
+SWEEP_LAUNCHERS = ("basic", *LAUNCHERS)
 LOGGER_KINDS = ("wandb", "none")
 
 #: Environment of the sweep subprocess (and so of every job): one thread per BLAS/OpenMP pool so
@@ -240,6 +247,16 @@ def tiny_overrides(preset: str, overrides: Sequence[str] = ()) -> tuple[str, ...
     return TINY_OVERRIDES_BY_ENV[env]
 
 
+def sweep_launcher(launcher: str | None, tiny: bool, jobs: int | None) -> str:
+    """The Hydra launcher of the sweep: ``launcher`` when given (``--launcher``); otherwise
+    ``basic`` for a ``--tiny`` sweep without ``--jobs`` (its few seconds-long jobs run one after
+    another in the multirun process: one torch import instead of one per joblib worker) and
+    ``joblib`` for everything else (real sweeps: 2 jobs at a time)."""
+    if launcher is not None:
+        return launcher
+    return "basic" if tiny and jobs is None else "joblib"
+
+
 def experiment_override(experiment: str) -> str:
     """The Hydra override that selects preset ``configs/experiment/<experiment>.yaml``."""
     return f"experiment={experiment}"
@@ -261,13 +278,14 @@ def sweep_command(
     overrides: Sequence[str] = (),
     methods: Sequence[str] | None = None,
 ) -> list[str]:
-    """The ``experiments.train`` multirun command of one comparison. ``methods`` None (or the set
+    """The ``experiments.train`` multirun command of one comparison (``launcher``: one of
+    :data:`SWEEP_LAUNCHERS`; ``jobs`` only with ``joblib``). ``methods`` None (or the set
     of the preset's :data:`PRESET_METHODS`) keeps the preset's ``algo`` sweep; otherwise
     ``algo=<m1>,<m2>,...`` is added (names are not checked here: :func:`parse_methods` does that)."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
-    if launcher not in LAUNCHERS:
-        raise ValueError(f"unknown launcher {launcher!r}; allowed: {', '.join(LAUNCHERS)}")
+    if launcher not in SWEEP_LAUNCHERS:
+        raise ValueError(f"unknown launcher {launcher!r}; allowed: {', '.join(SWEEP_LAUNCHERS)}")
     if logger not in LOGGER_KINDS:
         raise ValueError(f"unknown logger {logger!r}; allowed: {', '.join(LOGGER_KINDS)}")
     cmd = [
@@ -384,14 +402,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="comma-separated seeds (default: the preset's hydra.sweeper.params.seed)")
     p.add_argument("--sweep-dir", default=None, type=Path,
                    help="sweep directory (default runs/compare/<preset>-<timestamp>; an existing one resumes)")
-    p.add_argument("--launcher", default="joblib", choices=LAUNCHERS,
-                   help="joblib: local processes; ray: a Ray cluster (RAY_ADDRESS) or a local Ray instance")
+    p.add_argument("--launcher", default=None, choices=LAUNCHERS,
+                   help="joblib (default): local processes; ray: a Ray cluster (RAY_ADDRESS) or a local Ray "
+                        "instance; not given with --tiny (and no --jobs): Hydra's basic launcher, jobs one after another")
     p.add_argument("--jobs", default=None, type=int, help="parallel jobs for joblib (default: the launcher config's 2)")
     p.add_argument("--logger", default="wandb", choices=LOGGER_KINDS, help="wandb (offline) or none")
     p.add_argument("--title", default=None, help="report title")
     p.add_argument("--dry-run", action="store_true", help="print the sweep command and exit")
     p.add_argument("--tiny", action="store_true",
-                   help="seconds, not minutes: tiny runs (TINY_OVERRIDES), seed 0 unless --seeds; checks the pipeline")
+                   help="seconds, not minutes: tiny runs (TINY_OVERRIDES), seed 0 unless --seeds, jobs one after "
+                        "another in the sweep process (Hydra's basic launcher) unless --launcher or --jobs; checks the pipeline")
     p.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run (after --)")
     return p.parse_args(argv)
 
@@ -409,8 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sweep_dir = (args.sweep_dir or default_sweep_dir(args.preset)).resolve()
     group = sweep_dir.name
     overrides = [*args.overrides, *tiny]
-    cmd = sweep_command(args.preset, sweep_dir, group, args.launcher, args.jobs, seeds, args.logger, overrides,
-                        methods)
+    launcher = sweep_launcher(args.launcher, args.tiny, args.jobs)
+    cmd = sweep_command(args.preset, sweep_dir, group, launcher, args.jobs, seeds, args.logger, overrides, methods)
     print("sweep: " + " ".join(cmd), flush=True)
     if args.dry_run:
         return 0
@@ -434,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(report.markdown)
     config = {"preset": args.preset, "experiment": PRESETS[args.preset], "methods": list(methods), "seeds": seeds,
-              "launcher": args.launcher, "overrides": overrides, "command": " ".join(cmd),
+              "launcher": launcher, "overrides": overrides, "command": " ".join(cmd),
               "sweep_dir": str(sweep_dir), "sweep_seconds": sweep_seconds, "runs": len(report.runs)}
     log_report(report, args.logger, sweep_dir, group, config, methods)
     print(f"\nsweep {sweep_dir}: {len(report.runs)} runs in {sweep_seconds:.0f}s; report {report.path}"

@@ -1,6 +1,7 @@
 """Suite-wide test options: the ``pools`` marker (the full 10 000 / 1 000-task pool checks of
 every BugFix difficulty, tens of minutes on 2 cores) runs only with ``AGENTRL_POOL_TESTS=1``
-(``make test-pools``); everything else runs in ``make test`` and CI. End-to-end tests are collected first."""
+(``make test-pools``); everything else runs in ``make test`` and CI. End-to-end tests are collected first (the claim
+measurements first of them)."""
 
 import os
 
@@ -12,13 +13,23 @@ def pytest_collection_modifyitems(config, items):
     # xdist work stealing the long runs start early instead of one of them starting last and
     # running alone at the end (measured: 6-7 min with it; `--dist load`, which deals them to both
     # workers at once, 9 min).
-    items.sort(key=lambda item: "slow" not in item.keywords)
+    # Among them the claim measurements of tests/claims/ and the `python -m
+    # experiments.reproduce_claims` test come first and together: that test runs the entry point
+    # in-process (tests/entry.py), so on the worker that ran tests/claims/ it reuses their cached
+    # trainer runs (experiments.claims: C19/C20, C24's) instead of training them again; contiguous
+    # items start on one worker under work stealing (the other steals from the end of the queue).
+    items.sort(key=lambda item: ("slow" not in item.keywords, not _measures_claims(item)))
     if os.environ.get("AGENTRL_POOL_TESTS") == "1":
         return
     skip = pytest.mark.skip(reason="full task pools: run with AGENTRL_POOL_TESTS=1 (make test-pools)")
     for item in items:
         if "pools" in item.keywords:
             item.add_marker(skip)
+
+
+def _measures_claims(item) -> bool:
+    path = item.nodeid.split("::", 1)[0]
+    return path.startswith("tests/claims/") or path == "tests/experiments/test_reproduce_claims.py"
 
 
 # Under pytest-xdist (`make test`: one worker per core) each worker runs torch on one thread, so

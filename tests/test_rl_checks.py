@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import rl_checks
 from algos import metrics
+from entry import run_script
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -47,11 +46,10 @@ GAE_OUTPUT = "0.5 [-0.3, 0.6, 0.2]\n1.0 [0.1, 0.7, 0.2]\n"
 
 
 def run_snippet(code: str, tmp_path: Path) -> str:
+    """``python snippet.py`` from the repository root, in this process (tests/entry.py)."""
     script = tmp_path / "snippet.py"
     script.write_text(code, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, str(script)], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
+    done = run_script(script, cwd=REPO)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

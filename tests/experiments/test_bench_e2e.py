@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from entry import run_entry
 from experiments.bench_e2e import RunStats, Table, format_table, format_targets, run_stats, train_command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,8 +87,7 @@ def test_train_command_is_the_real_entry_point():
 
 
 def test_bench_dispatches_e2e():
-    out = subprocess.run([sys.executable, "-m", "experiments.bench", "e2e", "--help"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    out = run_entry("experiments.bench", ["e2e", "--help"], cwd=ROOT)  # in this process (tests/entry.py)
     assert out.returncode == 0 and "--repeats" in out.stdout and "--quick" in out.stdout
 
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from algos.metrics import binomial_confidence_interval
+from entry import run_entry
 from experiments.calibrate import CEILING_TARGET, FLOOR_AGENTS, FLOOR_TARGET, calibrate, checks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,8 +23,9 @@ ROW = re.compile(
 
 @pytest.mark.slow
 def test_calibrate_cli_prints_floor_ceiling_and_checks_with_fixed_seed_numbers():
-    out = subprocess.run([sys.executable, "-m", "experiments.calibrate", *ARGS], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300, check=True).stdout
+    done = run_entry("experiments.calibrate", ARGS, cwd=ROOT)  # `python -m`, in this process (tests/entry.py)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
     lines = out.strip().split("\n")
     assert lines[0].startswith("calibration: 20 episodes per row, seed 3, split heldout")
     # 2 difficulties x (oracle + 1 noisy + 4 floor agents) + 3 LongHorizon rows

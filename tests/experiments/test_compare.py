@@ -1,6 +1,8 @@
-"""experiments/compare.py end to end: the real train.py as a joblib multirun at ``--tiny`` scale
-(2 algorithms x 2 seeds, 16 rollouts each), then the report and the offline W&B summary run, all
-inside tmp_path (cwd, sweep dir, warm-start cache)."""
+"""experiments/compare.py end to end: the real train.py as a multirun at ``--tiny`` scale (2
+algorithms x 2 seeds, 16 rollouts each; Hydra's basic launcher, the ``--tiny`` default), then the
+report and the offline W&B summary run, all inside tmp_path (cwd, sweep dir, warm-start cache); and
+which launcher a sweep gets (fast). The joblib launcher runs train.py for real in
+tests/test_readme_commands.py (the ``experiments.train -m`` sweep) and tests/experiments/test_launchers.py."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from entry import run_entry
 from experiments.compare import PRESETS, sweep_command
 from wandb_records import offline_run_contents
 
@@ -31,6 +34,27 @@ def test_sweep_command_and_argument_errors(tmp_path):
         sweep_command("huge", tmp_path, "g")
     with pytest.raises(ValueError, match="joblib"):
         sweep_command("small", tmp_path, "g", launcher="ray", jobs=2)
+    with pytest.raises(ValueError, match="unknown launcher 'loky'; allowed: basic, joblib, ray"):
+        sweep_command("small", tmp_path, "g", launcher="loky")
+
+
+@pytest.mark.parametrize("argv, launcher", [
+    ([], "joblib"),  # make demo and every real sweep: 2 jobs at a time
+    (["--tiny"], "basic"),  # a smoke test: jobs one after another in the multirun process
+    (["--tiny", "--launcher", "joblib"], "joblib"),  # a named launcher always wins
+    (["--tiny", "--launcher", "ray"], "ray"),
+    (["--tiny", "--jobs", "2"], "joblib"),  # --jobs is a joblib knob
+    (["--launcher", "ray"], "ray"),
+])
+def test_tiny_sweeps_use_the_basic_launcher_unless_one_is_named(argv, launcher, monkeypatch, capsys):
+    import experiments.compare as C
+
+    assert C.sweep_launcher(None, tiny=True, jobs=None) == "basic"
+    monkeypatch.setattr(C, "run_sweep", lambda *a, **k: pytest.fail("--dry-run must not start the sweep"))
+    assert C.main(["--dry-run", *argv]) == 0
+    cmd = capsys.readouterr().out.split()
+    assert [a for a in cmd if a.startswith("hydra/launcher=")] == [f"hydra/launcher={launcher}"]
+    assert ("hydra.launcher.n_jobs=2" in cmd) == ("--jobs" in argv)
 
 
 @pytest.mark.slow
@@ -47,8 +71,8 @@ def test_compare_tiny_end_to_end(tmp_path):
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert "validated against ConfigStore schema" not in out.stdout  # filtered from the echo ...
-    assert "validated against ConfigStore schema" in (sweep / "sweep.log").read_text()  # ... kept here
+    log = (sweep / "sweep.log").read_text()
+    assert log.startswith("$ ") and " hydra/launcher=basic " in log.splitlines()[0]  # --tiny's launcher
 
     # One run directory per (algo, seed), named by the preset's hydra.sweep.subdir.
     runs = sorted(p.name for p in sweep.iterdir() if (p / "summary.json").is_file())
@@ -90,8 +114,7 @@ def test_compare_tiny_end_to_end(tmp_path):
     # The README's `python -m experiments.report runs/compare/<sweep>`: re-rendering the sweep
     # from its run directories (references cached in references.json) gives the same report but
     # for the title line (compare names its preset there; the re-render has the default title).
-    out = subprocess.run([sys.executable, "-m", "experiments.report", str(sweep)], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=300)
+    out = run_entry("experiments.report", [str(sweep)], cwd=tmp_path, env=env)  # in this process (tests/entry.py)
     assert out.returncode == 0, out.stderr[-3000:]
     rerendered = (sweep / "report.md").read_text()
     assert out.stdout.strip() == rerendered.strip() and rerendered.startswith("# GRPO vs PPO")

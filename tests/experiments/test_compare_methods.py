@@ -4,12 +4,11 @@ command, the report's baseline order, and ONE tiny end-to-end sweep of GRPO vs R
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from entry import run_entry
 from experiments import compare as C
 from experiments.config import ALGO_SCHEMAS
 from experiments.report.conclusion import compare_at_matched_budgets
@@ -134,15 +133,12 @@ def test_readme_methods_command_grpo_vs_gigpo_on_long_horizon_end_to_end(tmp_pat
     assert README_COMMAND in (ROOT / "README.md").read_text()
     sweep = tmp_path / "sweep"
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
-    env.update(HOME=str(tmp_path / "home"), WANDB_BASE_URL="http://127.0.0.1:9",  # no creds, no server
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.update(HOME=str(tmp_path / "home"), WANDB_BASE_URL="http://127.0.0.1:9")  # no creds, no server
     (tmp_path / "home").mkdir()
     args = README_COMMAND.split()[3:]  # after ".venv/bin/python -m experiments.compare"
-    out = subprocess.run(
-        [sys.executable, "-m", "experiments.compare", *args, "--tiny", "--logger", "none", "--sweep-dir", str(sweep), "--",
-         f"warmstart.cache_dir={tmp_path / 'ws'}"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-    )
+    # in this process (logger none; the sweep itself is the compare job's subprocess)
+    out = run_entry("experiments.compare", [*args, "--tiny", "--logger", "none", "--sweep-dir", str(sweep), "--",
+                                            f"warmstart.cache_dir={tmp_path / 'ws'}"], cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     runs = sorted(p.name for p in sweep.iterdir() if (p / "summary.json").is_file())
     assert runs == ["long_horizon-gigpo-s0", "long_horizon-grpo-s0"]  # --tiny: seed 0 only
@@ -155,6 +151,22 @@ def test_readme_methods_command_grpo_vs_gigpo_on_long_horizon_end_to_end(tmp_pat
     assert ("Verdicts (long_horizon, GIGPO - GRPO): rollouts: inconclusive; generated_tokens: inconclusive; "
             "train_flops: inconclusive; wall_seconds: inconclusive.") in report
     assert "| long_horizon | gigpo | 1 | 2 tasks x 2 samples |" in report
+
+    # --tiny's basic launcher ran the jobs one after another in one process, grpo first: gigpo's
+    # numbers are those of gigpo trained alone (nothing leaks from one job into the next)
+    log = (sweep / "sweep.log").read_text()
+    assert " hydra/launcher=basic " in log.splitlines()[0]
+    assert log.index('long_horizon-grpo-s0"') < log.index('long_horizon-gigpo-s0"')  # each job's result line
+    alone = tmp_path / "alone"
+    done = run_entry("experiments.train", ["experiment=compare_long_horizon", "algo=gigpo", "seed=0", *C.TINY_OVERRIDES,
+                                           f"warmstart.cache_dir={tmp_path / 'ws'}", "logger.kind=none",
+                                           f"run_dir={alone}"], cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    wall = {"compute/wall_seconds", "rollout/collect_seconds", "rollout/generated_tokens_per_second",
+            "train/update_seconds"}  # wall-clock measurements: differ between any two runs
+    alone_lines = [json.loads(x) for x in (alone / "metrics.jsonl").read_text().splitlines()]
+    assert [{k: v for k, v in r.items() if k not in wall} for r in alone_lines] == \
+        [{k: v for k, v in r.items() if k not in wall} for r in gigpo]
 
 
 def test_diagnostics_report_the_anchor_hit_rate_of_gigpo_only(tmp_path):

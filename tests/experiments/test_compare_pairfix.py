@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
+from entry import run_entry
 from experiments import compare as C
 from experiments.config import ConfigError, register_configs, validate
 from experiments.report import ReportError, final_table, load_runs, render_report
@@ -257,13 +255,10 @@ README_COMMAND = ".venv/bin/python -m experiments.compare --preset pairfix"
 def test_readme_pairfix_compare_tiny_end_to_end(tmp_path):
     assert README_COMMAND in (ROOT / "README.md").read_text()
     sweep = tmp_path / "sweep"
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     args = README_COMMAND.split()[3:]  # after ".venv/bin/python -m experiments.compare"
-    out = subprocess.run(
-        [sys.executable, "-m", "experiments.compare", *args, "--tiny", "--logger", "none", "--sweep-dir", str(sweep),
-         "--", f"warmstart.cache_dir={tmp_path / 'ws'}"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-    )
+    # in this process (logger none; the sweep itself is the compare job's subprocess)
+    out = run_entry("experiments.compare", [*args, "--tiny", "--logger", "none", "--sweep-dir", str(sweep),
+                                            "--", f"warmstart.cache_dir={tmp_path / 'ws'}"], cwd=tmp_path)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     runs = sorted(p.name for p in sweep.iterdir() if (p / "summary.json").is_file())
     assert runs == ["pairfix-ppo_ctde-s0", "pairfix-ppo_independent-s0"]  # --tiny: seed 0 only

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from algos.metrics import mixed_group_probability
+from entry import run_entry
 from experiments import report as R
 
 from report_fixtures import FINAL_SUCCESS, GROUP_SIZE, SEEDS, make_sweep, write_run  # noqa: E402
@@ -197,15 +196,13 @@ def test_grpo_without_critic_keys_is_fine_and_unfair_sweeps_are_flagged(tmp_path
 
 def test_cli_prints_markdown_and_fails_cleanly(tmp_path):
     sweep = make_sweep(tmp_path / "s")
-    out = subprocess.run([sys.executable, "-m", "experiments.report", str(sweep), "--no-references"],
-                         capture_output=True, text=True, timeout=120)
+    out = run_entry("experiments.report", [str(sweep), "--no-references"])  # in this process (tests/entry.py)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("# GRPO vs PPO") and (sweep / "report.md").is_file()
     assert "## Conclusion" in out.stdout and not (sweep / "references.json").exists()
     empty = tmp_path / "empty"
     empty.mkdir()
-    out = subprocess.run([sys.executable, "-m", "experiments.report", str(empty)],
-                         capture_output=True, text=True, timeout=120)
+    out = run_entry("experiments.report", [str(empty)])
     assert out.returncode == 2 and "no run directories" in out.stderr
 
 

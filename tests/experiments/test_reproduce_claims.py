@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from entry import EntryResult, run_entry
 from experiments import reproduce_claims as rc
 
 REPO = Path(__file__).resolve().parents[2]
@@ -18,12 +17,11 @@ ENV_ROWS = ["C9", "C10", "C11", "C21", "C23", "C24"]
 TRAINER_ROWS = ["C6", "C7", "C8", "C12", "C13", "C14", "C17", "C19", "C20"]
 
 
-def run_entry_point() -> subprocess.CompletedProcess:
-    """``python -m experiments.reproduce_claims`` as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "experiments.reproduce_claims"],
-        cwd=REPO, capture_output=True, text=True, timeout=400,
-    )
+def run_entry_point() -> EntryResult:
+    """``python -m experiments.reproduce_claims`` as a user runs it, in this process (tests/entry.py:
+    no second torch import; the measurements tests/claims/ already made in this worker are reused
+    from experiments.claims' caches, the same numbers a fresh process computes)."""
+    return run_entry("experiments.reproduce_claims", [], cwd=REPO)
 
 
 def rows_of(stdout: str) -> dict[str, list[str]]:
@@ -45,7 +43,7 @@ def test_entry_point_prints_every_claim_and_exits_zero():
     check_trainer_rows(done)
 
 
-def check_every_row(done: subprocess.CompletedProcess) -> None:
+def check_every_row(done: EntryResult) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     rows = rows_of(done.stdout)
     assert list(rows) == [f"C{i}" for i in range(1, 26)]  # every ID, in order
@@ -114,7 +112,7 @@ def test_a_row_is_a_measurement_its_criterion_and_its_text(capsys):
     assert "| C6 | w | e | rate 0.25 | FAIL |" in capsys.readouterr().out
 
 
-def check_env_rows(done: subprocess.CompletedProcess) -> None:
+def check_env_rows(done: EntryResult) -> None:
     """C9, C10, C11, C21, C23, C24 run the real envs and scripted agents in the entry point and
     PASS; each row reports what it measured (numbers), never a placeholder."""
     assert done.returncode == 0, done.stdout + done.stderr
@@ -130,7 +128,7 @@ def check_env_rows(done: subprocess.CompletedProcess) -> None:
     assert "scripted agents" in rows["C24"][3]
 
 
-def check_trainer_rows(done: subprocess.CompletedProcess) -> None:
+def check_trainer_rows(done: EntryResult) -> None:
     """C6, C7, C8, C12, C13, C14, C17, C19, C20 run the rollout engine / trainers / experiments.train
     in the entry point; each row reports what it measured (numbers), never a placeholder."""
     rows = rows_of(done.stdout)

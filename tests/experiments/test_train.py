@@ -1,4 +1,6 @@
-"""experiments/train.py end to end, the way users run it: subprocesses with a tiny config."""
+"""experiments/train.py end to end, the way users run it (``python -m experiments.train ...``) with a
+tiny config: in the test process (tests/entry.py's ``run_entry``, no ~6-7 s of imports per run) but
+for the kill -9 test, whose killed run and its resume are real subprocesses."""
 
 import json
 import os
@@ -9,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from entry import run_entry
 from experiments.train import KILL_AFTER_UPDATE_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,15 +27,21 @@ def ws_cache(tmp_path_factory):
     return str(tmp_path_factory.mktemp("warmstart_cache"))
 
 
-def train(run_dir, *overrides, ws_cache, check=True, timeout=300, kill_after=None):
+def train(run_dir, *overrides, ws_cache, check=True, timeout=300, kill_after=None, in_process=True):
+    """``python -m experiments.train`` (the tiny preset unless an ``experiment=`` override) from the
+    repository root: in this process, or as a subprocess when ``in_process`` is False or
+    ``kill_after`` is set (the run SIGKILLs its own process after that update)."""
     preset = [] if any(o.startswith("experiment=") for o in overrides) else ["experiment=tiny"]
-    cmd = [sys.executable, "-m", "experiments.train", *preset, "env=bugfix", f"run_dir={run_dir}",
-           f"warmstart.cache_dir={ws_cache}", *overrides]
+    args = [*preset, "env=bugfix", f"run_dir={run_dir}", f"warmstart.cache_dir={ws_cache}", *overrides]
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1"}
     env.pop(KILL_AFTER_UPDATE_ENV, None)
     if kill_after is not None:
         env[KILL_AFTER_UPDATE_ENV] = str(kill_after)
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+    if in_process and kill_after is None:
+        proc = run_entry("experiments.train", args, cwd=ROOT, env=env)
+    else:
+        proc = subprocess.run([sys.executable, "-m", "experiments.train", *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=timeout, env=env)
     if check:
         assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -107,12 +116,12 @@ def test_bad_config_fails_fast_with_one_line(tmp_path, ws_cache):
 def test_kill_9_and_rerun_reproduces_the_uninterrupted_run(tmp_path, ws_cache):
     common = ["algo=ppo", "budget.amount=40", "algo.tasks_per_update=8", "eval.every=2"]
     full = tmp_path / "full"
-    train(full, *common, ws_cache=ws_cache)
+    train(full, *common, ws_cache=ws_cache)  # the reference, in-process: equal numbers across the boundary too
     killed = tmp_path / "killed"
-    proc = train(killed, *common, ws_cache=ws_cache, check=False, kill_after=3)
+    proc = train(killed, *common, ws_cache=ws_cache, check=False, kill_after=3)  # a subprocess
     assert proc.returncode == -9  # SIGKILL after update 3's metrics line, before its checkpoint
     assert len(lines(killed)) == 3
-    train(killed, *common, ws_cache=ws_cache)  # the same command again (without the test aid)
+    train(killed, *common, ws_cache=ws_cache, in_process=False)  # the same command again (without the test aid)
     a, b = lines(full), lines(killed)
     assert len(a) == len(b) == 5
     for ra, rb in zip(a, b):

@@ -3,13 +3,12 @@ env=pairfix`` (config composition, the bad combinations, a tiny end-to-end run p
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 
+from entry import run_entry
 from experiments.config import ConfigError, is_pair_run, register_configs, validate
 from experiments.train_pair import pair_config, shapes
 
@@ -75,10 +74,9 @@ TINY = ["warmstart.demos=8", "warmstart.epochs=1", "budget.amount=8", "algo.task
 
 
 def train_cli(tmp_path, *overrides):
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    cmd = [sys.executable, "-m", "experiments.train", f"warmstart.cache_dir={tmp_path / 'ws'}", *overrides]
-    return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    """``python -m experiments.train ...`` from ``tmp_path``, in this process (tests/entry.py)."""
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1"}
+    return run_entry("experiments.train", [f"warmstart.cache_dir={tmp_path / 'ws'}", *overrides], cwd=tmp_path, env=env)
 
 
 @pytest.mark.slow
