@@ -285,10 +285,11 @@ def bench_bound(algo: str, cache_dir: Path, extra: list[str], repeats: int) -> d
     from hydra import compose, initialize_config_dir
 
     from algos.policy import build_models
-    from algos.rollout import RolloutEngine, make_requests
+    from algos.rollout import make_requests
     from algos.trainer import make_trainer
-    from experiments.config import ENV_IDS, register_configs, resolve_critic, validate
-    from experiments.warmstart import compression_kwargs, ensure_warmstart, env_kwargs, load_policy_weights, policy_shape
+    from experiments.build import load_policy_weights, policy_shape, train_engine
+    from experiments.config import register_configs, resolve_critic, validate
+    from experiments.warmstart import ensure_warmstart
 
     torch.set_num_threads(1)
     overrides = ["experiment=learn_bugfix", f"algo={algo}", "logger=none", "progress=false",
@@ -300,9 +301,7 @@ def bench_bound(algo: str, cache_dir: Path, extra: list[str], repeats: int) -> d
     shape = policy_shape(c, critic=resolve_critic(c))
     group = c.algo.group_size if c.algo.name == "grpo" else max(1, c.algo.group_size)
     per_update = c.algo.tasks_per_update * group
-    engine = RolloutEngine(ENV_IDS[c.env.name], num_envs=min(c.rollout.num_envs, per_update), max_len=c.policy.max_len,
-                           max_action_tokens=c.rollout.max_action_tokens, temperature=c.rollout.temperature,
-                           env_kwargs=env_kwargs(c), compression=compression_kwargs(c))
+    engine = train_engine(c, num_envs=min(c.rollout.num_envs, per_update))
     ratios, upd, bnd, effs = [], [], [], []
     for rep in range(repeats):
         policy, critic = build_models(shape, seed=c.policy.init_seed)

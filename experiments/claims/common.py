@@ -14,12 +14,10 @@ to ``experiments/build.py`` is a change in one place.
 
 from __future__ import annotations
 
-import copy
 import json
 import shutil
 import signal
 import tempfile
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from functools import lru_cache
@@ -96,29 +94,6 @@ def start_policy(critic: str = "none") -> PolicyModel:
 def snapshot(model: PolicyModel) -> dict:
     """A detached copy of ``model``'s state dict."""
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
-
-
-class StaleSampler:
-    """The behaviour policy of ``experiments/train.py``'s asynchronous mode: the policy as it was
-    ``staleness`` updates ago (a separate model loaded from the snapshot taken then), or the policy
-    itself when ``staleness`` is 0. Call :meth:`behavior` before collecting and
-    :meth:`after_update` after each update."""
-
-    def __init__(self, policy: PolicyModel, staleness: int) -> None:
-        self.policy, self.staleness, self.updates = policy, staleness, 0
-        self.model = copy.deepcopy(policy).eval() if staleness > 0 else None
-        self.snapshots: deque = deque([snapshot(policy)], maxlen=staleness + 1)
-
-    def behavior(self) -> tuple[PolicyModel, int]:
-        """(the model to sample with, its policy version: updates done when it was the policy)."""
-        if self.model is None:
-            return self.policy, self.updates
-        self.model.load_state_dict(self.snapshots[0])
-        return self.model, self.updates - (len(self.snapshots) - 1)
-
-    def after_update(self) -> None:
-        self.snapshots.append(snapshot(self.policy))
-        self.updates += 1
 
 
 def make_engine(num_envs: int = 64, compression: dict | None = None, **env_kwargs) -> RolloutEngine:

@@ -12,9 +12,9 @@ from algos.losses import aggregate, aggregation_weights, ppo_clip_loss, token_ra
 from algos.policy import PolicyModel
 from algos.rollout import make_requests
 from algos.trainer import frozen_copy, make_trainer
+from experiments.behavior import BehaviorPolicy
 from experiments.claims.common import (
     TOK,
-    StaleSampler,
     UpdateView,
     algo_config,
     claims_config,
@@ -37,7 +37,7 @@ def _max_change(model: PolicyModel, before: dict) -> float:
 def _stale_updates(staleness: int, n_updates: int, seed: int = 7, tasks: int = 4, group_size: int = 8,
                    lr: float = 1e-3, kl_coef: float = 0.05) -> dict:
     """``n_updates`` GRPO updates of the warm-start policy with the sampler ``staleness`` updates
-    behind (:class:`StaleSampler`, tokens tagged with its version), with a KL term to a
+    behind (the product's :class:`experiments.behavior.BehaviorPolicy`, tokens tagged with its version), with a KL term to a
     ``frozen_copy`` reference. Returns each update's (view, sampler version, trajectories), the
     models and how far the policy and the reference moved (max absolute parameter change)."""
     c = claims_config()
@@ -47,16 +47,16 @@ def _stale_updates(staleness: int, n_updates: int, seed: int = 7, tasks: int = 4
     ref_before = snapshot(reference)
     algo = algo_config("grpo", group_size=group_size, tasks_per_update=tasks, lr=lr, kl_coef=kl_coef)
     trainer = make_trainer("grpo", algo, policy, None, reference, c.rollout.temperature)
-    sampler = StaleSampler(policy, staleness)
+    sampler = BehaviorPolicy(policy, staleness)
     engine = make_engine(num_envs=tasks * group_size)
     updates = []
     for u in range(n_updates):
         reqs = make_requests(tasks, group_size, seed=seed * 1000 + u,
                              task_indices=[(u * tasks + i) % c.env.train_tasks for i in range(tasks)])
-        behavior, version = sampler.behavior()
+        behavior, version = sampler.sampler()
         trajs = collect(engine, behavior, reqs, seed * 1000 + u, version)
         view = run_update(trainer, trajs)
-        sampler.after_update()
+        sampler.push()
         updates.append({"view": view, "version": version, "trajs": trajs, "policy_version": trainer.updates_done - 1})
     engine.close()
     return {"updates": updates, "policy": policy, "reference": reference,
