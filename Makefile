@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# The main job: a small compute-matched GRPO-vs-PPO comparison (3 seeds each, BugFix), its
+# The main job: a small compute-matched GRPO-vs-PPO comparison (5 seeds each, BugFix), its
 # report (runs/compare/.../report.md + PNGs, printed) and offline wandb runs.
 demo: $(STAMP)
 	$(PY) -m experiments.compare
