@@ -15,6 +15,7 @@ whose joblib launcher starts worker processes: that one runs as a subprocess (``
   tests/experiments/test_compare_methods.py, ``--preset pairfix`` in
   tests/experiments/test_compare_pairfix.py);
 - ``experiments.warmstart``: ``experiment=tiny``; ``experiments.calibrate``: ``--episodes 5``;
+  ``experiments.critic_probe``: 8 rollouts, 2 steps on ``experiment=learn_tiny``;
 - ``experiments.bench envs``: ``--steps 300 --repeats 1``; ``experiments.bench train``: ``--quick``;
 - the plain ``experiments.compare`` (``make demo``) and ``experiments.report runs/compare/<sweep>``:
   run at ``--tiny`` scale, the report re-rendered from that sweep, by
@@ -115,6 +116,9 @@ def tiny_case(cmd: str) -> Case:
         return Case(exe + ["--episodes", "5"], env)
     if module == "experiments.warmstart" and not args:
         return Case(exe + ["experiment=tiny"], env)
+    if module == "experiments.critic_probe":
+        # a few rollouts and steps on the learning check's tutorial tasks (its warm start: seconds)
+        return Case(exe + ["--rollouts", "8", "--steps", "2", "--every", "1", "--", "experiment=learn_tiny", "algo=ppo"], env)
     if module == "experiments.bench" and args == ["envs"]:
         return Case(exe + args + ["--steps", "300", "--repeats", "1"], env)
     if module == "experiments.bench" and args == ["train"]:
