@@ -72,13 +72,16 @@ def message_distribution(episodes: list[dict], agent: str = "a") -> Counter:
 
 
 def total_variation(p: Counter, q: Counter) -> float:
-    """``1/2 sum_w |p(w)/|p| - q(w)/|q||``; 0 when both are empty, 1 when exactly one is."""
+    """``1/2 sum_w |p(w)/|p| - q(w)/|q|| = sum_w |p(w) |q| - q(w) |p|| / (2 |p| |q|)`` of integer
+    word counts, summed exactly in integers and divided once (so the float does not depend on the
+    order of the words, which for ``str`` keys changes with ``PYTHONHASHSEED``); 0 when both are
+    empty, 1 when exactly one is."""
     np_, nq = sum(p.values()), sum(q.values())
     if np_ == 0 and nq == 0:
         return 0.0
     if np_ == 0 or nq == 0:
         return 1.0
-    return 0.5 * sum(abs(p[w] / np_ - q[w] / nq) for w in set(p) | set(q))
+    return sum(abs(p[w] * nq - q[w] * np_) for w in set(p) | set(q)) / (2 * np_ * nq)
 
 
 def paired_tv_bootstrap(start: list[Counter], ends: dict[str, list[Counter]], n_boot: int,

@@ -28,6 +28,18 @@ def test_total_variation_hand_computed():
     assert total_variation(Counter(), Counter()) == 0.0 and total_variation(p, Counter()) == 1.0
 
 
+def test_total_variation_is_exact_whatever_the_word_order():
+    # p = {c: 8}, q = {b: 6, c: 3}: |p| = 8, |q| = 9; sum_w |p(w) 9 - q(w) 8| = |72 - 24| + |0 - 48| = 96
+    # TV = 96 / (2 * 72) = 2/3, the float nearest 2/3 (a float sum of the rounded terms 1/2 * (|1 - 3/9|
+    # + 6/9) gives 0.6666666666666667 in either order)
+    assert total_variation(Counter(c=8), Counter(b=6, c=3)) == 2 / 3
+    # p = {a: 6, b: 3, c: 1, d: 7} (17), q = {b: 6, c: 6, d: 9} (21): 126 + 39 + 81 + 6 = 252;
+    # TV = 252 / (2 * 357) = 6/17 (the float sum is 6/17 + 1 or 3 ulp depending on the word order)
+    p, q = Counter(a=6, b=3, c=1, d=7), Counter(b=6, c=6, d=9)
+    assert total_variation(p, q) == 6 / 17
+    assert total_variation(Counter(dict(reversed(p.items()))), Counter(dict(reversed(q.items())))) == 6 / 17
+
+
 def test_message_distribution_counts_words_agent_a_received():
     eps = [{"a": _T(["bug yours", "fixed"]), "b": _T(["x"])}, {"a": None, "b": _T([])}, {"a": _T(["fixed"]), "b": None}]
     assert message_distribution(eps) == Counter(bug=1, yours=1, fixed=2)
