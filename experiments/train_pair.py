@@ -78,7 +78,7 @@ class PairConfig:
     bc_lr, warmstart_seed`` <- ``warmstart.demos / noise / epochs / lr / seed`` (the start model's
     seed, not the run seed, so every run seed and both algorithms start from one cached start
     model); ``eval_episodes`` <- ``eval.tasks * eval.samples_per_task``, ``eval_tasks`` (indices
-    ``0..eval_tasks-1`` cycled over the episodes; 0 = one task per episode) <- ``eval.tasks``,
+    ``0..eval_tasks-1`` cycled over the episodes) <- ``eval.tasks`` (>= 1),
     ``eval_split`` / ``eval_temperature`` <- ``eval.split / temperature``; ``seed`` <- ``seed``;
     ``algo_fields`` <- every field of the algo schema but ``name, group_size, shared_policy,
     frozen``."""
