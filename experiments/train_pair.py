@@ -3,6 +3,12 @@
     python -m experiments.train algo=ppo_ctde env=pairfix
     python -m experiments.train algo=ppo_independent env=pairfix algo.frozen=[b]
 
+Every knob of a pair run, its default and its check live in ONE place: the Hydra config
+(``experiments/config.py: TrainConfig`` and ``configs/``; ``configs/env/pairfix.yaml``,
+``configs/algo/ppo_ctde.yaml`` / ``ppo_independent.yaml``). :class:`PairConfig` declares none: it
+is the frozen bundle of what the pair code reads, derived from a validated ``TrainConfig`` by
+:func:`pair_config` (its only constructor).
+
 ``experiments/train.py`` validates the config and hands a two-agent env (``env=pairfix``) to
 :func:`run_pair`, which maps the ``TrainConfig`` to a :class:`PairConfig` (:func:`pair_config`)
 and reads, top to bottom: 1) run directory, models (per agent or shared; a centralized critic of
@@ -23,7 +29,8 @@ pair episodes; tokens, turns and train FLOPs sum both agents). Resume: every upd
 atomic checkpoint (models, optimizers, meter, update index); re-running the same command
 continues from it, and every update's randomness derives from ``(seed, update index, stream)``.
 
-:func:`train_pair` runs a :class:`PairConfig` directly (no run directory; tests and claims).
+:func:`train_pair` runs a :class:`PairConfig` directly (no run directory; tests and claims, which
+compose their ``TrainConfig`` with Hydra: ``experiments.claims.common.pair_claims_config``).
 Deterministic on CPU for a given config.
 """
 
@@ -35,7 +42,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from functools import partial
 from pathlib import Path
 
@@ -43,74 +50,68 @@ import torch
 
 from algos.pair_rollout import PairRolloutEngine, agent_trajectories, pair_requests
 from algos.policy import PolicyModel, PolicyShape, ValueModel
-from algos.ppo_ctde import CTDE_ALGOS, PairLearner, pair_rollout_metrics
+from algos.ppo_ctde import PairLearner, pair_rollout_metrics
 from algos.registry import make_trainer
 from envs.pairfix import AGENTS
 from envs.pairfix.agents import PairOracle
 from envs.tokenizer import get_tokenizer
 from experiments.build import mix_seed
-from experiments.config import AlgoConfig, TrainConfig, algo_schema
+from experiments.config import PAIR_ENVS, AlgoConfig, ConfigError, TrainConfig, is_pair_run
 from experiments.rundir import atomic_save
 from experiments.warmstart import _locked, behaviour_clone
 
 
-@dataclass
+@dataclass(frozen=True)
 class PairConfig:
-    """Everything one two-agent run depends on (validated in ``__post_init__``)."""
+    """What one two-agent run reads, derived from a validated :class:`TrainConfig` by
+    :func:`pair_config` (its only constructor; no defaults, no checks of its own).
 
-    algo: str = "ppo_ctde"  # ppo_ctde | ppo_independent
-    shared_policy: bool = False  # one policy (and critic) for both agents, agent id in the context
-    frozen: tuple[str, ...] = ()  # agents whose policy is never updated (C22's control)
-    env_kwargs: dict = field(default_factory=lambda: {"difficulty": "easy"})
-    d_model: int = 32
-    n_layers: int = 1
-    n_heads: int = 2
-    max_len: int = 384
-    mlp_ratio: int = 4
-    max_action_tokens: int = 12
-    temperature: float = 1.0
-    train_tasks: int = 24  # task indices 0..train_tasks-1 of the train split
-    updates: int = 4
-    episodes_per_update: int = 16
-    num_envs: int = 16
-    demos: int = 64
-    demo_noise: float = 0.3
-    bc_epochs: int = 60
-    bc_lr: float = 3e-3
-    eval_episodes: int = 24
-    eval_split: str = "heldout"
-    # evaluation task indices 0..eval_tasks-1, cycled over the episodes (0: one task per episode)
-    eval_tasks: int = 0
-    eval_temperature: float = 1.0
-    seed: int = 0
-    # the start model's seed (demo episodes, BC initialisation and order): not the run seed, so every
-    # run seed and both algorithms start from one cached start model (the compare protocol)
-    warmstart_seed: int = 0
-    algo_fields: dict = field(default_factory=lambda: {
-        "lr": 1e-4, "epochs": 2, "minibatches": 1, "micro_batch_rows": 64, "gamma": 1.0, "lam": 0.95,
-        "value_level": "turn", "vf_coef": 0.5, "value_clip": None, "norm_adv": True})
+    Every knob, its default and its validation live in ``experiments/config.py`` (one home per
+    knob); the field names are the ones the pair code reads. Field <- ``TrainConfig`` key:
+    ``algo`` <- ``algo.name`` (ppo_ctde | ppo_independent); ``shared_policy`` / ``frozen`` <-
+    ``algo.shared_policy`` / ``algo.frozen`` (tuple); ``env_kwargs`` / ``train_tasks`` (task
+    indices ``0..train_tasks-1`` of the train split) <- ``env.kwargs`` / ``env.train_tasks``;
+    ``d_model, n_layers, n_heads, max_len, mlp_ratio`` <- ``policy.*``; ``max_action_tokens`` /
+    ``temperature`` <- ``rollout.*``; ``episodes_per_update`` <- ``algo.tasks_per_update``;
+    ``updates`` <- ``min(ceil(budget.amount / tasks_per_update), budget.max_updates)``;
+    ``num_envs`` <- ``min(rollout.num_envs, tasks_per_update)``; ``demos, demo_noise, bc_epochs,
+    bc_lr, warmstart_seed`` <- ``warmstart.demos / noise / epochs / lr / seed`` (the start model's
+    seed, not the run seed, so every run seed and both algorithms start from one cached start
+    model); ``eval_episodes`` <- ``eval.tasks * eval.samples_per_task``, ``eval_tasks`` (indices
+    ``0..eval_tasks-1`` cycled over the episodes) <- ``eval.tasks`` (>= 1),
+    ``eval_split`` / ``eval_temperature`` <- ``eval.split / temperature``; ``seed`` <- ``seed``;
+    ``algo_fields`` <- every field of the algo schema but ``name, group_size, shared_policy,
+    frozen``."""
 
-    def __post_init__(self) -> None:
-        if self.algo not in CTDE_ALGOS:
-            raise ValueError(f"algo={self.algo!r} unknown for PairFix; allowed: {', '.join(CTDE_ALGOS)}")
-        bad = [a for a in self.frozen if a not in AGENTS]
-        if bad:
-            raise ValueError(f"frozen={list(self.frozen)!r} invalid; allowed: a subset of {', '.join(AGENTS)}")
-        if self.shared_policy and self.frozen:
-            raise ValueError("frozen agents need their own policy: set shared_policy=false to freeze one agent")
-        for name in ("updates", "episodes_per_update", "num_envs", "train_tasks", "eval_episodes"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name in ("updates", "eval_episodes") else 1):
-                raise ValueError(f"{name}={v!r} invalid; allowed: an int >= {0 if name in ('updates', 'eval_episodes') else 1}")
-        if self.eval_split not in ("train", "heldout") or self.eval_tasks < 0:
-            raise ValueError(f"eval_split={self.eval_split!r} / eval_tasks={self.eval_tasks!r} invalid; allowed: "
-                             "train | heldout and an int >= 0")
-        known = {f.name for f in fields(algo_schema(self.algo))}
-        unknown = sorted(set(self.algo_fields) - known)
-        if unknown:
-            raise ValueError(f"unknown algo field(s) {unknown}; allowed: {', '.join(sorted(known))}")
+    algo: str
+    shared_policy: bool
+    frozen: tuple[str, ...]
+    env_kwargs: dict
+    d_model: int
+    n_layers: int
+    n_heads: int
+    max_len: int
+    mlp_ratio: int
+    max_action_tokens: int
+    temperature: float
+    train_tasks: int
+    updates: int
+    episodes_per_update: int
+    num_envs: int
+    demos: int
+    demo_noise: float
+    bc_epochs: int
+    bc_lr: float
+    eval_episodes: int
+    eval_split: str
+    eval_tasks: int
+    eval_temperature: float
+    seed: int
+    warmstart_seed: int
+    algo_fields: dict
 
     def algo_config(self) -> AlgoConfig:
+        """The algo schema of ``algo`` rebuilt from ``algo_fields`` (one rollout per task)."""
         return AlgoConfig(name=self.algo, group_size=1, **self.algo_fields)
 
 
@@ -251,11 +252,15 @@ def train_pair(c: PairConfig, learner: PairLearner | None = None, on_update=None
 
 # --------------------------------------------------------------------------------------------- main entry point
 def pair_config(c: TrainConfig) -> PairConfig:
-    """The :class:`PairConfig` of a validated two-agent ``TrainConfig``: env kwargs and train tasks,
-    the policy shape, rollout knobs, ``algo.tasks_per_update`` episodes per update, updates =
-    ``min(ceil(budget.amount / tasks_per_update), budget.max_updates)``, the warm-start knobs,
-    evaluation (``eval.tasks x eval.samples_per_task`` episodes of ``eval.split``) and the algo's
-    PPO fields."""
+    """The :class:`PairConfig` of a validated two-agent ``TrainConfig`` (``experiments.config.validate``
+    checked every value it carries; a single-agent config is a ``ConfigError``): env kwargs and
+    train tasks, the policy shape, rollout knobs, ``algo.tasks_per_update`` episodes per update,
+    updates = ``min(ceil(budget.amount / tasks_per_update), budget.max_updates)``, the warm-start
+    knobs, evaluation (``eval.tasks x eval.samples_per_task`` episodes of ``eval.split``) and the
+    algo's PPO fields."""
+    if not is_pair_run(c):
+        raise ConfigError(f"env.name={c.env.name!r} is not a two-agent env: a pair run needs env in "
+                          f"{', '.join(PAIR_ENVS)}")
     skip = {"name", "group_size", "shared_policy", "frozen"}
     algo_fields = {f.name: getattr(c.algo, f.name) for f in fields(c.algo) if f.name not in skip}
     per_update = c.algo.tasks_per_update

@@ -69,6 +69,41 @@ def algo_config(name: str, **fields) -> AlgoConfig:
     return claims_config(name, **fields).algo
 
 
+#: Hydra overrides of the two-agent claims preset (PairFix-v1 easy, 24 train tasks from
+#: configs/env/pairfix.yaml): the values the configs do not already give it. Policy d_model 32,
+#: 1 layer, 2 heads, max_len 384; 16 envs; warm start on 64 demos at noise 0.3, 60 epochs, lr 3e-3;
+#: PPO lr 1e-4, 1 minibatch (epochs 2 from configs/algo/<algo>.yaml), unclipped value loss.
+PAIR_CLAIMS_OVERRIDES = ("policy.d_model=32", "policy.n_layers=1", "policy.n_heads=2", "policy.max_len=384",
+                         "rollout.num_envs=16", "warmstart.demos=64", "warmstart.noise=0.3", "warmstart.epochs=60",
+                         "warmstart.lr=3e-3", "algo.lr=1e-4", "algo.minibatches=1", "algo.value_clip=null",
+                         "logger=none", "progress=false")
+
+
+def pair_claims_config(algo: str = "ppo_ctde", updates: int = 4, episodes_per_update: int = 16,
+                       eval_episodes: int = 24, overrides: Sequence[str] = ()):
+    """The ``experiments.train_pair.PairConfig`` of the two-agent claims (and their tests):
+    ``configs/config.yaml`` composed by Hydra with ``algo=<algo> env=pairfix``,
+    :data:`PAIR_CLAIMS_OVERRIDES`, ``updates`` updates of ``episodes_per_update`` pair episodes
+    (``algo.tasks_per_update``, ``budget.amount = updates * episodes_per_update``), evaluation on
+    ``eval_episodes`` held-out episodes, one per task (``eval.tasks = eval_episodes`` x
+    ``eval.samples_per_task = 1``: task indices ``0..eval_episodes-1``), then ``overrides``
+    (Hydra override strings, e.g. ``"policy.d_model=16"``, ``"seed=1"``); validated
+    (``ConfigError``, one line) and mapped by ``experiments.train_pair.pair_config``. Note
+    ``num_envs = min(rollout.num_envs, episodes_per_update)``."""
+    from hydra import compose, initialize_config_dir
+
+    from experiments.config import register_configs
+    from experiments.train_pair import pair_config
+
+    register_configs()
+    sizes = (f"algo.tasks_per_update={episodes_per_update}", f"budget.amount={updates * episodes_per_update}",
+             f"eval.tasks={eval_episodes}", "eval.samples_per_task=1")
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"algo={algo}", "env=pairfix", *PAIR_CLAIMS_OVERRIDES, *sizes,
+                                                       *overrides])
+    return pair_config(validate(cfg))
+
+
 @lru_cache(maxsize=1)
 def start_model_info() -> dict:
     """The cached warm start of ``claims_config()`` (built when missing): its info dict

@@ -56,6 +56,7 @@ from algos.registry import make_trainer
 from envs.pairfix import AGENTS, indices_with_bug_in
 from envs.pairfix.agents import PairOracle
 from envs.tokenizer import get_tokenizer
+from experiments.claims.common import pair_claims_config
 from experiments.train_pair import PairConfig, warm_start
 
 
@@ -71,13 +72,16 @@ def message_distribution(episodes: list[dict], agent: str = "a") -> Counter:
 
 
 def total_variation(p: Counter, q: Counter) -> float:
-    """``1/2 sum_w |p(w)/|p| - q(w)/|q||``; 0 when both are empty, 1 when exactly one is."""
+    """``1/2 sum_w |p(w)/|p| - q(w)/|q|| = sum_w |p(w) |q| - q(w) |p|| / (2 |p| |q|)`` of integer
+    word counts, summed exactly in integers and divided once (so the float does not depend on the
+    order of the words, which for ``str`` keys changes with ``PYTHONHASHSEED``); 0 when both are
+    empty, 1 when exactly one is."""
     np_, nq = sum(p.values()), sum(q.values())
     if np_ == 0 and nq == 0:
         return 0.0
     if np_ == 0 or nq == 0:
         return 1.0
-    return 0.5 * sum(abs(p[w] / np_ - q[w] / nq) for w in set(p) | set(q))
+    return sum(abs(p[w] * nq - q[w] * np_) for w in set(p) | set(q)) / (2 * np_ * nq)
 
 
 def paired_tv_bootstrap(start: list[Counter], ends: dict[str, list[Counter]], n_boot: int,
@@ -263,12 +267,16 @@ def measure_c22(seed: int = 0, updates: int = 4, episodes_per_update: int = 16, 
                 lr: float = 2e-3, demos: int = 64, bc_epochs: int = 60, d_model: int = 32, n_boot: int = 400,
                 probe_tasks: int = 6, fit_episodes: int = 48, heldout_episodes: int = 48, demo_noise: float = 0.5,
                 ridge: float = 10.0) -> dict:
-    """The C22 numbers (see the module docstring); flat keys ``c22_*``. Deterministic per seed."""
+    """The C22 numbers (see the module docstring); flat keys ``c22_*``. Deterministic per seed.
+    The config is the two-agent claims preset (``experiments.claims.common.pair_claims_config``,
+    ``algo=ppo_independent``) with these arguments; ``nonstationarity`` and the critic probe read
+    its engine sizes (``num_envs = min(16, episodes_per_update)``), policy shape and PPO fields."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
-    c = PairConfig(algo="ppo_independent", seed=seed, updates=updates, episodes_per_update=episodes_per_update,
-                   eval_episodes=eval_episodes, demos=demos, bc_epochs=bc_epochs, d_model=d_model,
-                   algo_fields={**PairConfig().algo_fields, "lr": lr})
+    c = pair_claims_config("ppo_independent", updates=updates, episodes_per_update=episodes_per_update,
+                           eval_episodes=eval_episodes,
+                           overrides=(f"seed={seed}", f"algo.lr={lr}", f"warmstart.demos={demos}",
+                                      f"warmstart.epochs={bc_epochs}", f"policy.d_model={d_model}"))
     out = nonstationarity(c, n_boot, rng)
     out.update(critic_information_gap(seed, probe_tasks, fit_episodes, heldout_episodes, demo_noise, ridge, n_boot,
                                       rng, c))

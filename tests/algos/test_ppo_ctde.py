@@ -17,7 +17,8 @@ from algos.ppo_ctde import CentralCriticPPOTrainer, PairLearner, joint_inputs, p
 from algos.registry import make_trainer
 from envs.pairfix.agents import PairOracle
 from envs.tokenizer import get_tokenizer
-from experiments.train_pair import PairConfig
+from experiments.claims.common import pair_claims_config
+from experiments.config import ConfigError
 
 TOK = get_tokenizer()
 MAX_LEN = 256
@@ -33,7 +34,9 @@ def _models(seed=0):
 
 
 def _algo(**kw):
-    return PairConfig(algo_fields={**PairConfig().algo_fields, **kw}).algo_config()
+    """The ppo_ctde algo config of the two-agent claims preset with ``algo.<k>=<v>`` overrides
+    (composed and validated by Hydra, then ``PairConfig.algo_config``)."""
+    return pair_claims_config(overrides=[f"algo.{k}={v}" for k, v in kw.items()]).algo_config()
 
 
 @pytest.fixture(scope="module")
@@ -120,14 +123,21 @@ def test_ctde_gae_runs_on_centralized_values_per_agent(oracle_episodes):
 
 def test_bad_configs_name_the_value():
     policy, critic = _models()
+    token_level = _algo()
+    token_level.value_level = "token"  # past the config check: the trainer refuses it too
     with pytest.raises(ValueError, match="value_level='token'"):
-        make_trainer("ppo_ctde", _algo(value_level="token"), policy, critic=critic)
+        make_trainer("ppo_ctde", token_level, policy, critic=critic)
     with pytest.raises(ValueError, match="policy.critic=separate"):
         make_trainer("ppo_ctde", _algo(), policy, critic=None)
-    with pytest.raises(ValueError, match="algo='ppo'"):
-        PairConfig(algo="ppo")
-    with pytest.raises(ValueError, match="frozen"):
-        PairConfig(frozen=("c",))
+    # the pair knobs are checked by the TrainConfig they are composed into (experiments/config.py)
+    for algo, overrides, message in (
+            ("ppo_ctde", ["algo.value_level=token"], "algo.value_level='token' is invalid for ppo_ctde"),
+            ("ppo", [], "env=pairfix has two agents but algo=ppo trains one"),
+            ("ppo_ctde", ["algo.frozen=[c]"], "algo.frozen=['c'] is invalid; allowed: distinct agents of a, b"),
+            ("ppo_independent", ["algo.frozen=[b]", "algo.shared_policy=true"], "needs algo.shared_policy=false")):
+        with pytest.raises(ConfigError) as e:
+            pair_claims_config(algo, overrides=overrides)
+        assert message in str(e.value) and "\n" not in str(e.value)
 
 
 @pytest.mark.parametrize("algo", ["ppo_ctde", "ppo_independent"])
@@ -164,8 +174,9 @@ def test_train_pair_runs_end_to_end_from_one_call(algo, tmp_path, monkeypatch):
     import experiments.train_pair as tp
 
     monkeypatch.setattr(tp, "WARMSTART_DIR", tmp_path)
-    c = PairConfig(algo=algo, d_model=16, demos=4, bc_epochs=1, updates=1, episodes_per_update=4, num_envs=4,
-                   eval_episodes=2, train_tasks=4)
+    c = pair_claims_config(algo, updates=1, episodes_per_update=4, eval_episodes=2,
+                           overrides=("policy.d_model=16", "warmstart.demos=4", "warmstart.epochs=1",
+                                      "rollout.num_envs=4", "env.train_tasks=4"))
     out = tp.train_pair(c)
     assert len(out["updates"]) == 1
     m = out["updates"][0]

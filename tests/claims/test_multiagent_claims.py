@@ -28,6 +28,18 @@ def test_total_variation_hand_computed():
     assert total_variation(Counter(), Counter()) == 0.0 and total_variation(p, Counter()) == 1.0
 
 
+def test_total_variation_is_exact_whatever_the_word_order():
+    # p = {c: 8}, q = {b: 6, c: 3}: |p| = 8, |q| = 9; sum_w |p(w) 9 - q(w) 8| = |72 - 24| + |0 - 48| = 96
+    # TV = 96 / (2 * 72) = 2/3, the float nearest 2/3 (a float sum of the rounded terms 1/2 * (|1 - 3/9|
+    # + 6/9) gives 0.6666666666666667 in either order)
+    assert total_variation(Counter(c=8), Counter(b=6, c=3)) == 2 / 3
+    # p = {a: 6, b: 3, c: 1, d: 7} (17), q = {b: 6, c: 6, d: 9} (21): 126 + 39 + 81 + 6 = 252;
+    # TV = 252 / (2 * 357) = 6/17 (the float sum is 6/17 + 1 or 3 ulp depending on the word order)
+    p, q = Counter(a=6, b=3, c=1, d=7), Counter(b=6, c=6, d=9)
+    assert total_variation(p, q) == 6 / 17
+    assert total_variation(Counter(dict(reversed(p.items()))), Counter(dict(reversed(q.items())))) == 6 / 17
+
+
 def test_message_distribution_counts_words_agent_a_received():
     eps = [{"a": _T(["bug yours", "fixed"]), "b": _T(["x"])}, {"a": None, "b": _T([])}, {"a": _T(["fixed"]), "b": None}]
     assert message_distribution(eps) == Counter(bug=1, yours=1, fixed=2)
@@ -119,3 +131,48 @@ def test_critic_points_share_rows_and_the_own_block():
     for lf, cf in zip(local, central):
         assert {k: v for k, v in cf.items() if k[0] != "other"} == lf
     assert sum(any(k[0] == "other" for k in cf) for cf in central) >= len(central) - 3  # only a's first turns lack b
+
+
+#: the values PairConfig declared as defaults before TrainConfig became their only home (the
+#: claims and tests built PairConfig(...) from them); the PPO fields of its algo_fields default
+FORMER_PAIR_DEFAULTS = dict(
+    algo="ppo_ctde", shared_policy=False, frozen=(), env_kwargs={"difficulty": "easy"}, d_model=32, n_layers=1,
+    n_heads=2, max_len=384, mlp_ratio=4, max_action_tokens=12, temperature=1.0, train_tasks=24, updates=4,
+    episodes_per_update=16, num_envs=16, demos=64, demo_noise=0.3, bc_epochs=60, bc_lr=3e-3, eval_episodes=24,
+    eval_split="heldout", eval_temperature=1.0, seed=0, warmstart_seed=0)
+FORMER_ALGO_FIELDS = {"lr": 1e-4, "epochs": 2, "minibatches": 1, "micro_batch_rows": 64, "gamma": 1.0, "lam": 0.95,
+                      "value_level": "turn", "vf_coef": 0.5, "value_clip": None, "norm_adv": True}
+
+
+@pytest.mark.parametrize("algo", ["ppo_ctde", "ppo_independent"])
+def test_pair_claims_config_reproduces_the_former_pair_defaults(algo):
+    import dataclasses
+
+    from algos.pair_rollout import pair_requests
+    from experiments.claims.common import pair_claims_config
+    from experiments.config import AlgoConfig
+
+    pc = pair_claims_config(algo)
+    got = {k: v for k, v in dataclasses.asdict(pc).items() if k not in ("algo_fields", "eval_tasks")}
+    assert got == {**FORMER_PAIR_DEFAULTS, "algo": algo}
+    # the former eval_tasks=0 (one task per episode, indices 0..23) is eval.tasks=24 x 1 sample:
+    # evaluate_pair sends the same requests (task i, seed s + i for episode i)
+    assert pc.eval_tasks == 24
+    same = [(r.options, r.seed, r.group_id) for r in pair_requests(24, 50_000, "heldout", None)]
+    assert [(r.options, r.seed, r.group_id) for r in pair_requests(24, 50_000, "heldout", list(range(24)))] == same
+    # the algo config the trainers get is the former one (tasks_per_update, 8 before, is not read
+    # by the pair trainers; it is the episodes per update now)
+    former = AlgoConfig(name=algo, group_size=1, **FORMER_ALGO_FIELDS)
+    assert dataclasses.replace(pc.algo_config(), tasks_per_update=8) == former
+
+
+def test_measure_c22_config_reads_its_arguments_and_clamps_num_envs():
+    # measure_c22's config: its arguments on the preset (seed 3 only moves the run seed, not the
+    # start model's); num_envs = min(rollout.num_envs 16, episodes_per_update 4) = 4
+    from experiments.claims.common import pair_claims_config
+
+    pc = pair_claims_config("ppo_independent", updates=1, episodes_per_update=4, eval_episodes=6,
+                            overrides=("seed=3", "algo.lr=0.002", "warmstart.demos=8", "warmstart.epochs=1",
+                                       "policy.d_model=16"))
+    assert (pc.seed, pc.warmstart_seed, pc.updates, pc.episodes_per_update, pc.eval_episodes) == (3, 0, 1, 4, 6)
+    assert (pc.algo_fields["lr"], pc.demos, pc.bc_epochs, pc.d_model, pc.num_envs) == (0.002, 8, 1, 16, 4)

@@ -171,3 +171,21 @@ def test_every_run_seed_starts_from_one_cached_start_model(tmp_path, monkeypatch
     built_by_seed_0 = torch.load(Path(s0["start_model/path"]) / "policy_a.pt", weights_only=True)
     assert Path(s0["start_model/path"]).name == Path(path).name
     assert all(torch.equal(built_by_seed_1[k], built_by_seed_0[k]) for k in built_by_seed_1)
+
+
+def test_pair_config_is_only_derived_from_a_pair_train_config():
+    import dataclasses
+
+    from experiments.train_pair import PairConfig
+
+    with pytest.raises(ConfigError) as e:
+        pair_config(validate(cfg("algo=grpo", "env=bugfix")))
+    assert str(e.value) == "env.name='bugfix' is not a two-agent env: a pair run needs env in pairfix"
+    with pytest.raises(TypeError):
+        PairConfig()  # no defaults: every value comes from the TrainConfig (experiments/config.py)
+    pc = pair_config(validate(cfg("algo=ppo_ctde", "env=pairfix")))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        pc.d_model = 8
+    # budget.amount=1024 pair episodes at tasks_per_update 8 (AlgoConfig default): 128 updates;
+    # num_envs = min(rollout.num_envs 64, 8) = 8; d_model 64 (policy=tiny = PolicyConfig default)
+    assert (pc.updates, pc.episodes_per_update, pc.num_envs, pc.d_model) == (128, 8, 8, 64)
