@@ -354,7 +354,8 @@ def _pick_bugs(rng, reference, spec: TaskSpec) -> tuple[Mutation, ...] | None:
 
 def _choose_inputs(rng, reference, ref_out: np.ndarray, bug_out: np.ndarray, spec: TaskSpec):
     """(visible, hidden, evaluation) input lists, or None when the bug cannot be exposed."""
-    failing = [x for x, r, b in zip(DOMAIN, ref_out, bug_out) if r != b]
+    failing = DOMAIN_ARRAY[ref_out != bug_out].tolist()
+    failing_set = set(failing)
     if len(failing) < 3:
         return None
     first = failing[int(rng.integers(len(failing)))]
@@ -362,7 +363,7 @@ def _choose_inputs(rng, reference, ref_out: np.ndarray, bug_out: np.ndarray, spe
     visible = sorted([first] + [int(v) for v in rng.choice(rest, size=spec.n_visible_tests - 1, replace=False)])
     vis = set(visible)
     left = [x for x in DOMAIN if x not in vis]
-    left_failing = [x for x in left if x in set(failing)]
+    left_failing = [x for x in left if x in failing_set]
     if len(left_failing) < 2:
         return None
     must = left_failing[int(rng.integers(len(left_failing)))]
@@ -370,7 +371,7 @@ def _choose_inputs(rng, reference, ref_out: np.ndarray, bug_out: np.ndarray, spe
     near = set()
     for c in _x_constants(reference):
         near |= {c - 1, c, c + 1}
-    near = [x for x in sorted(near - core - vis - {must}) if x in DOMAIN]
+    near = [x for x in sorted(near - core - vis - {must}) if DOMAIN[0] <= x <= DOMAIN[-1]]
     rng.shuffle(near)
     hidden = {must, *core, *near[: spec.n_hidden_tests - 6 - len(core)]}
     negatives = [x for x in left if x < 0 and x not in hidden]
@@ -379,7 +380,7 @@ def _choose_inputs(rng, reference, ref_out: np.ndarray, bug_out: np.ndarray, spe
     others = [x for x in left if x not in hidden]
     hidden |= {int(v) for v in rng.choice(others, size=spec.n_hidden_tests - len(hidden), replace=False)}
     evaluation = [x for x in left if x not in hidden]
-    if not any(x in set(failing) for x in evaluation):
+    if not any(x in failing_set for x in evaluation):
         return None
     return visible, sorted(hidden), evaluation
 
