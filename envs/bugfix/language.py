@@ -16,6 +16,7 @@ inputs) are two independent implementations of the same semantics; tests compare
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -157,23 +158,37 @@ def _saturate(values: np.ndarray) -> np.ndarray:
 def run_on_domain(program: tuple[str, ...], inputs: np.ndarray) -> np.ndarray:
     """Vectorized ``run_program``: int64 outputs over ``inputs`` (1-D), ``NONE_CODE`` where the
     program returns nothing. Statements are applied to every input at once under masks."""
-    compiled = compile_program(program)
-    xs = _saturate(np.asarray(inputs, dtype=np.int64))
-    n = xs.shape[0]
-    zeros = np.zeros(n, np.int64)
+    return _run_masked(compile_program(program), np.asarray(inputs, dtype=np.int64)[None, :], None)[0]
+
+
+def run_dropping_each(program: tuple[str, ...], lines: Sequence[int], inputs: np.ndarray) -> np.ndarray:
+    """``out[k] = run_on_domain(program without line lines[k], inputs)``: ``[len(lines), n]``, all
+    variants in one vectorized pass (variant ``k`` skips statement ``lines[k]``)."""
+    skip = np.asarray(lines, dtype=np.int64)[:, None] == np.arange(len(program))[None, :]  # [K, statements]
+    xs = np.broadcast_to(np.asarray(inputs, dtype=np.int64)[None, :], (len(lines), len(inputs)))
+    return _run_masked(compile_program(program), xs, skip)
+
+
+def _run_masked(compiled: tuple, inputs: np.ndarray, skip: np.ndarray | None) -> np.ndarray:
+    """The statements over ``inputs [K, n]`` under masks; ``skip [K, statements]`` (bool) marks a
+    statement that row ``k`` does not execute (None: every row executes every statement)."""
+    xs = _saturate(inputs)
+    zeros = np.zeros(xs.shape, np.int64)
     env = {"x": xs, "t": zeros, "u": zeros, "v": zeros}  # never written in place: np.where makes new arrays
-    out = np.full(n, NONE_CODE, np.int64)
-    live = np.ones(n, bool)
+    out = np.full(xs.shape, NONE_CODE, np.int64)
+    live = np.ones(xs.shape, bool)
 
     def value(a):
         return env[a] if isinstance(a, str) else a  # an int literal broadcasts
 
-    for kind, cond, target, e in compiled:
+    for j, (kind, cond, target, e) in enumerate(compiled):
         if cond is not None:
             a, c, b = cond
             active = live & _CMPS_NP[c](value(a), value(b))
         else:
-            active = live
+            active = live.copy()
+        if skip is not None:
+            active &= ~skip[:, j:j + 1]
         if len(e) == 1:
             r = value(e[0])
         else:

@@ -33,6 +33,23 @@ def test_scalar_and_vectorized_interpreters_agree(seed, n_lines, xs):
         assert run_on_domain(edited, np.asarray(xs)).tolist() == scalar
 
 
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_lines=st.integers(2, 7),
+       xs=st.lists(st.integers(-120, 220), min_size=1, max_size=12))
+def test_dropping_each_line_equals_running_each_shorter_program(seed, n_lines, xs):
+    """``run_dropping_each`` (all drop-one variants in one pass) == the scalar interpreter on each
+    program with that line removed."""
+    from envs.bugfix.language import run_dropping_each
+
+    program = random_program(np.random.default_rng(seed), n_lines, ("train", "heldout")[seed % 2])
+    lines = list(range(len(program)))
+    out = run_dropping_each(program, lines, np.asarray(xs))
+    assert out.shape == (len(lines), len(xs))
+    for k, i in enumerate(lines):
+        shorter = program[:i] + program[i + 1:]
+        assert out[k].tolist() == [NONE_CODE if v is None else v for v in run_program(shorter, tuple(xs))]
+
+
 def test_vectorized_interpreter_hand_computed():
     prog = ("t = x * 60", "if t > 100 then return t - 1", "return t + x")
     # x=1: t=60 -> 61 | x=2: t=120 > 100 -> 119 | x=4: t=240 saturates to 199 -> 198 | x=-2: -99 (sat) -> -99 + -2 = -101 -> -99
