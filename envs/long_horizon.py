@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs.state_key import stable_state_key
+from envs.state_key import KeyMemo, stable_state_key
 from envs.task_options import SPLITS, task_from_options
 
 TIME_LIMITS = ("truncation", "termination")
@@ -236,7 +236,7 @@ class LongHorizonEnv(gym.Env):
         # state_key: the env part (hashed once) and a memo (task id, stages done, fix, tried any) -> key
         self._key_identity = format(stable_state_key({"env": "LongHorizon-v1", "n_stages": n_stages,
                                                       "n_approaches": n_approaches, "verbose": verbose}), "016x")
-        self._key_memo: dict[tuple, int] = {}
+        self._key_memo = KeyMemo()
         self._done = True
         self._last_obs = ""
 
@@ -490,12 +490,8 @@ class LongHorizonEnv(gym.Env):
         """The anchor key of the current state (``## Info`` in the class docstring)."""
         self._require_task()
         state = (self.task.task_id, self._stages_done, self._fix, self._tried_any)
-        key = self._key_memo.get(state)  # a state met before (this env, any episode) hashes nothing
-        if key is None:
-            if len(self._key_memo) >= 4096:
-                self._key_memo.clear()
-            key = self._key_memo[state] = stable_state_key([self._key_identity, *state])
-        return key
+        # a state met before (this env, any episode) hashes nothing
+        return self._key_memo.get(state, lambda: stable_state_key([self._key_identity, *state]))
 
 
 def _check_int(name: str, value, low: int, high: int) -> None:

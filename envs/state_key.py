@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Hashable
 
 KEY_BITS = 63
 _PERSON = b"agentrl-state-v1"  # blake2b personalisation (16 bytes): keys of no other hash collide
@@ -38,4 +39,24 @@ def stable_state_key(parts) -> int:
     return int.from_bytes(digest, "big") >> (64 - KEY_BITS)
 
 
-__all__ = ["KEY_BITS", "canonical_json", "stable_state_key"]
+class KeyMemo:
+    """A bounded memo ``state -> key`` for an env's ``state_key()``: ``memo.get(state, compute)``
+    returns the key stored for the hashable raw ``state`` or stores ``compute()``. A step that
+    changes nothing, or a state met before (every reset of a GRPO group's task), then costs a dict
+    lookup, not a JSON dump and a hash. Emptied when it holds ``max_entries`` (never wrong, only
+    slower). The caller guarantees that equal raw states have equal keys."""
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self.max_entries = max_entries
+        self._memo: dict[Hashable, int] = {}
+
+    def get(self, state: Hashable, compute: Callable[[], int]) -> int:
+        key = self._memo.get(state)
+        if key is None:
+            if len(self._memo) >= self.max_entries:
+                self._memo.clear()
+            key = self._memo[state] = compute()
+        return key
+
+
+__all__ = ["KEY_BITS", "KeyMemo", "canonical_json", "stable_state_key"]

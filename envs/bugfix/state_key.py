@@ -35,7 +35,7 @@ import dataclasses
 
 from envs.bugfix.config import BugFixConfig
 from envs.bugfix.tasks import TaskSpec
-from envs.state_key import stable_state_key
+from envs.state_key import KeyMemo, stable_state_key
 
 # knobs whose value changes what a tool answers or pays (the task pool's knobs are in TaskSpec)
 OUTPUT_KNOBS = ("hints", "max_failures_shown", "protected_readable", "grader", "reward_mode", "process_bonus")
@@ -70,27 +70,19 @@ def repository_state_key(identity: str, task_id: str, files: dict[str, tuple[str
 
 class RepositoryKeys:
     """``repository_state_key`` for one env (``config_identity(env, config)``, hashed once), memoised
-    on the state's raw fields: a step that changes nothing (a view, a test run, a format error), or
-    a state met before (every reset of a GRPO group's task), costs a dict lookup, not a hash.
+    on the state's raw fields (``envs.state_key.KeyMemo``).
     ``keys(task_id, files, tests, skipped, hack_flags, extra)`` -> the ``repository_state_key``.
     The memo assumes, as both envs guarantee, fixed key orders of ``files`` and ``hack_flags``."""
 
-    MAX_MEMO = 4096  # entries; the memo is emptied when full
-
-    def __init__(self, env: str, config: BugFixConfig) -> None:
+    def __init__(self, env: str, config: BugFixConfig, max_memo: int = 4096) -> None:
         self.identity = config_identity(env, config)
-        self._memo: dict[tuple, int] = {}
+        self.memo = KeyMemo(max_memo)
 
     def __call__(self, task_id: str, files: dict[str, tuple[str, ...]], tests: tuple[tuple[int, int], ...],
                  skipped: bool, hack_flags: dict[str, int], extra: tuple = ()) -> int:
         state = (task_id, *files.values(), tests, skipped, *hack_flags.values(), *extra)
-        key = self._memo.get(state)
-        if key is None:
-            if len(self._memo) >= self.MAX_MEMO:
-                self._memo.clear()
-            key = self._memo[state] = repository_state_key(self.identity, task_id, files, tests, skipped,
-                                                           hack_flags, extra)
-        return key
+        return self.memo.get(state, lambda: repository_state_key(self.identity, task_id, files, tests, skipped,
+                                                                 hack_flags, extra))
 
 
 __all__ = ["OUTPUT_KNOBS", "RepositoryKeys", "config_identity", "repository_state_key"]

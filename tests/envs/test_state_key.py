@@ -238,8 +238,20 @@ def test_memoised_keys_equal_the_direct_hash_of_the_state():
         direct = repository_state_key(identity, u.task.task_id, {"main": u.program}, u.visible_tests, u._skipped,
                                       u._hack_flags, (u._process_given, u._process_paid))
         assert key == direct, action
-    keys = RepositoryKeys("BugFix-v1", u.config)
-    keys.MAX_MEMO = 2  # a full memo is emptied, never wrong
+    keys = RepositoryKeys("BugFix-v1", u.config, max_memo=2)  # a full memo is emptied, never wrong
     states = [("t", {"main": ("return x",)}, ((1, 1),), False, {"read_ref": n}, ()) for n in (0, 1, 2, 0)]
     got = [keys(*s) for s in states]
     assert got == [repository_state_key(identity, *s) for s in states] and got[0] == got[3] != got[1] == got[2]
+
+
+def test_key_memo_computes_each_state_once_and_empties_when_full():
+    """``KeyMemo`` with room for 2: a (computed, 1), a (hit), b (computed, 2; memo {a, b} full),
+    c (memo emptied, computed, 3), a (forgotten: computed, 4), a (hit)."""
+    from envs.state_key import KeyMemo
+
+    calls = []
+    memo = KeyMemo(max_entries=2)
+    def key(s):
+        return memo.get(s, lambda: calls.append(s) or len(calls))
+    assert [key("a"), key("a"), key("b"), key("c"), key("a"), key("a")] == [1, 1, 2, 3, 4, 4]
+    assert calls == ["a", "b", "c", "a"]
