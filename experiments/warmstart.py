@@ -32,15 +32,7 @@ import torch
 from algos.batch import collate
 from algos.policy import PolicyModel
 from algos.rollout import demo_to_trajectory, evaluate
-from experiments.build import (  # noqa: F401  (load_policy_weights, env_kwargs: re-exported for older callers)
-    compression_kwargs,
-    env_kwargs,
-    eval_engine,
-    eval_seed,
-    load_policy_weights,
-    make_env,
-    policy_shape,
-)
+from experiments.build import compression_kwargs, eval_engine, eval_seed, make_env, policy_shape
 from experiments.config import TrainConfig, fingerprint
 from experiments.rundir import atomic_save, atomic_write_text
 

@@ -116,7 +116,7 @@ def start_model_info() -> dict:
 
 def start_policy(critic: str = "none") -> PolicyModel:
     """A fresh copy of the warm-start policy in eval mode (``critic``: none | head)."""
-    from experiments.warmstart import load_policy_weights, policy_shape
+    from experiments.build import load_policy_weights, policy_shape
 
     info = start_model_info()
     c = claims_config()
