@@ -16,6 +16,8 @@ middle of writing the line) redoes that update and writes the line once.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -41,6 +43,19 @@ def atomic_write_text(path: Path, text: str) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def file_lock(path: Path):
+    """An exclusive ``flock`` on ``path`` (created with its directory) for the ``with`` block: the
+    concurrent jobs of a sweep that need one cached artefact (a warm start) build it once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def config_hash(c: TrainConfig, length: int = 10) -> str:

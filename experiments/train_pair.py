@@ -57,8 +57,8 @@ from envs.pairfix.agents import PairOracle
 from envs.tokenizer import get_tokenizer
 from experiments.build import mix_seed
 from experiments.config import PAIR_ENVS, AlgoConfig, ConfigError, TrainConfig, is_pair_run
-from experiments.rundir import atomic_save
-from experiments.warmstart import _locked, behaviour_clone
+from experiments.rundir import atomic_save, file_lock
+from experiments.warmstart import behaviour_clone
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,7 @@ def warm_start(policies: dict, c: PairConfig, cache: bool = True, root: Path | N
     shared = policies["a"] is policies["b"]
     path = warmstart_path(c, shared, root)
     owners = ("a",) if shared else AGENTS
-    with _locked(path.parent / f".{path.name}.lock") if cache else contextlib.nullcontext():
+    with file_lock(path.parent / f".{path.name}.lock") if cache else contextlib.nullcontext():
         if cache and all((path / f"policy_{a}.pt").exists() for a in owners):
             for a in owners:
                 policies[a].load_state_dict(torch.load(path / f"policy_{a}.pt", weights_only=True))

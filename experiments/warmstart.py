@@ -18,8 +18,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import importlib
 import json
@@ -34,7 +32,7 @@ from algos.policy import PolicyModel
 from algos.rollout import demo_to_trajectory, evaluate
 from experiments.build import compression_kwargs, eval_engine, eval_seed, make_env, policy_shape
 from experiments.config import TrainConfig, fingerprint
-from experiments.rundir import atomic_save, atomic_write_text
+from experiments.rundir import atomic_save, atomic_write_text, file_lock
 
 # env name -> (agents module, noisy agent class, its noise kwarg)
 DEMO_AGENTS = {
@@ -131,24 +129,13 @@ def behaviour_clone(model: PolicyModel, trajs: list, epochs: int, lr: float, bat
     return losses
 
 
-@contextlib.contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def ensure_warmstart(c: TrainConfig, verbose: bool = True) -> dict:
     """The cached warm start of this config (built when missing). Returns its info dict:
     ``path`` (policy.pt), ``start_success``, ``demo_success``, ``key``, ..."""
     key = cache_key(c)
     root = Path(c.warmstart.cache_dir) / key
     info_path = root / "warmstart.json"
-    with _locked(Path(c.warmstart.cache_dir) / f".{key}.lock"):
+    with file_lock(Path(c.warmstart.cache_dir) / f".{key}.lock"):
         if info_path.exists():
             return json.loads(info_path.read_text())
         info = build_warmstart(c, root, verbose=verbose)
