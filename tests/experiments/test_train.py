@@ -104,6 +104,8 @@ def test_bad_config_fails_fast_with_one_line(tmp_path, ws_cache):
     # env constructor kwargs and the compression wrapper's are checked by building them once
     for overrides, pattern in (  # the env's own one-line message after the field and the env id
         (["++env.kwargs.difficulty=insane"], r"config error: env\.kwargs of env agentrl/BugFix-v\d+: .*'insane'.*allowed: "),
+        # the README's form, without '+': configs/env/bugfix.yaml declares the difficulty
+        (["env.kwargs.difficulty=insane"], r"config error: env\.kwargs of env agentrl/BugFix-v\d+: .*'insane'.*allowed: "),
         (["compression=recent", "compression.budget_tokens=128", "compression.keep_last=-3"],
          r"config error: compression of env agentrl/BugFix-v\d+: keep_last must be an int >= 1"),
     ):
