@@ -429,6 +429,12 @@ class WarmstartConfig:
     epochs: int = 10
     lr: float = 2e-3
     batch_rows: int = 32
+    # processes of behaviour cloning (experiments/bc.py: data parallel, the same loss up to float
+    # summation order; in the cache key because the weights differ in the last bits)
+    processes: int = 1
+    # length-bucketed micro-batches (experiments/bc.py); false: one padded forward per minibatch,
+    # the pre-session-5 computation (the same loss; the weights differ in their last bits)
+    bucketed: bool = True
     seed: int = 0
     # cache of warm-start checkpoints, keyed by a hash of everything that determines them
     cache_dir: str = field(default=".cache/agentrl/warmstart", metadata=OPERATIONAL)
@@ -440,10 +446,13 @@ class WarmstartConfig:
         _allowed("warmstart.agent", self.agent, WARMSTART_AGENTS)
         if not 0 <= self.noise <= 1:
             raise ConfigError(f"warmstart.noise={self.noise} must be in [0, 1]")
-        for name in ("demos", "epochs", "batch_rows", "eval_tasks", "eval_samples_per_task"):
+        for name in ("demos", "epochs", "batch_rows", "processes", "eval_tasks", "eval_samples_per_task"):
             _at_least(f"warmstart.{name}", getattr(self, name), 1)
         if self.lr <= 0:
             raise ConfigError(f"warmstart.lr={self.lr} must be > 0")
+        if not self.bucketed and self.processes > 1:
+            raise ConfigError(f"warmstart.processes={self.processes} needs warmstart.bucketed=true; allowed with "
+                              "bucketed=false: processes=1")
 
 
 @dataclass

@@ -58,7 +58,7 @@ from envs.tokenizer import get_tokenizer
 from experiments.build import mix_seed
 from experiments.config import PAIR_ENVS, AlgoConfig, ConfigError, TrainConfig, is_pair_run
 from experiments.rundir import atomic_save, file_lock
-from experiments.warmstart import behaviour_clone
+from experiments.bc import behaviour_clone
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,9 @@ def warmstart_key(c: PairConfig, shared: bool) -> str:
     blob = {k: getattr(c, k) for k in ("env_kwargs", "d_model", "n_layers", "n_heads", "max_len", "mlp_ratio", "max_action_tokens",
                                         "temperature", "train_tasks", "num_envs", "demos", "demo_noise", "bc_epochs",
                                         "bc_lr", "warmstart_seed")}
-    # bc: 2 = behaviour cloning's logits via forward_at (experiments.warmstart.behaviour_clone)
+    # bc: 2 = behaviour cloning's logits via forward_at, one padded forward per minibatch
+    # (experiments.bc.behaviour_clone with bucketed=False: the pair warm start keeps the computation
+    # C22 and the two-agent README rows were measured with)
     blob.update(shared=shared, vocab=get_tokenizer().id_to_token, bc=2)
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -202,7 +204,7 @@ def _behaviour_clone_pair(policies: dict, c: PairConfig) -> None:
         seen.setdefault(id(model), []).extend(agent_trajectories(episodes, a))
     for k, (a, model) in enumerate(policies.items()):
         if id(model) in seen:
-            behaviour_clone(model, seen.pop(id(model)), c.bc_epochs, c.bc_lr, 16, c.warmstart_seed + k)
+            behaviour_clone(model, seen.pop(id(model)), c.bc_epochs, c.bc_lr, 16, c.warmstart_seed + k, bucketed=False)
 
 
 def evaluate_pair(engine: PairRolloutEngine, models: dict, c: PairConfig, split: str | None = None,

@@ -6,8 +6,9 @@
    plays ``warmstart.demos`` episodes on train-split tasks; each episode is laid out by
    ``algos.rollout.demo_to_trajectory`` (the rollout engine's own ``record_step`` code path), so
    the contexts are exactly what the policy will see in RL, compression segments included.
-2. Behaviour cloning: cross-entropy on the demo's action tokens only (action_mask=1: the words
-   and the EOS of each action; observations are context, not targets).
+2. Behaviour cloning (``experiments.bc``): cross-entropy on the demo's action tokens only
+   (action_mask=1: the words and the EOS of each action; observations are context, not targets),
+   in length-bucketed micro-batches, on ``warmstart.processes`` processes (data parallel).
 3. Start success is measured with the policy itself on held-out templates at the eval budget
    (``warmstart.eval_tasks`` x ``warmstart.eval_samples_per_task`` at ``eval.temperature``).
 4. Saved as ``<cache_dir>/<hash>/policy.pt`` + ``warmstart.json`` (path, measured success, demo
@@ -27,9 +28,9 @@ from pathlib import Path
 
 import torch
 
-from algos.batch import collate
 from algos.policy import PolicyModel
 from algos.rollout import demo_to_trajectory, evaluate
+from experiments.bc import behaviour_clone
 from experiments.build import compression_kwargs, eval_engine, eval_seed, make_env, policy_shape
 from experiments.config import TrainConfig, fingerprint
 from experiments.rundir import atomic_save, atomic_write_text, file_lock
@@ -52,7 +53,7 @@ def cache_key(c: TrainConfig) -> str:
         "shape": asdict(policy_shape(c)), "warmstart": w, "max_action_tokens": c.rollout.max_action_tokens,
         "eval_temperature": c.eval.temperature, "train_tasks": c.env.train_tasks,
         "eval": [c.eval.split, c.eval.train_split, dict(c.eval.env_kwargs)],
-        "init_seed": c.policy.init_seed, "version": 2,  # 2: BC logits via forward_at
+        "init_seed": c.policy.init_seed, "version": 3,  # 2: BC logits via forward_at; 3: length-bucketed BC micro-batches
     }
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -91,44 +92,6 @@ def demonstrations(c: TrainConfig) -> list:
     return out
 
 
-def behaviour_clone(model: PolicyModel, trajs: list, epochs: int, lr: float, batch_rows: int, seed: int) -> list[float]:
-    """Cross-entropy on action tokens (action_mask=1), token-mean per minibatch. Returns losses.
-
-    Logits are computed only before the action tokens (``PolicyModel.forward_at``: the last block
-    and the LM head at those positions only; ~2x faster and ~25 % less peak memory than full
-    logits on the learn preset's demos): the same loss as ``shift_logprobs`` over full logits."""
-    from algos.policy import token_logprobs
-
-    batch = collate(trajs)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    gen = torch.Generator().manual_seed(seed)
-    losses = []
-    model.train()
-    r = batch.num_rows
-    steps = epochs * ((r + batch_rows - 1) // batch_rows)
-    warm = max(1, min(20, steps // 10))  # linear warm-up, then linear decay to 10 %
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) * max(0.1, 1 - s / max(steps, 1)))
-    for _ in range(epochs):
-        perm = torch.randperm(r, generator=gen)
-        for idx in perm.split(batch_rows):
-            tokens = batch.tokens[idx]
-            width = int(batch.valid[idx].sum(1).max())
-            tokens = tokens[:, :width]
-            mask = batch.action_mask[idx][:, :width]
-            want = mask > 0
-            logits, _ = model.forward_at(tokens, want)
-            lp = token_logprobs(logits, tokens, want)[0]
-            loss = -(lp * mask).sum() / mask.sum().clamp(min=1)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            losses.append(loss.item())
-    model.eval()
-    return losses
-
-
 def ensure_warmstart(c: TrainConfig, verbose: bool = True) -> dict:
     """The cached warm start of this config (built when missing). Returns its info dict:
     ``path`` (policy.pt), ``start_success``, ``demo_success``, ``key``, ..."""
@@ -149,7 +112,8 @@ def build_warmstart(c: TrainConfig, root: Path, verbose: bool = True) -> dict:
     demo_success = sum(int(t.verified or 0) for t in trajs) / max(len(trajs), 1)
     torch.manual_seed(c.policy.init_seed)
     model = PolicyModel(policy_shape(c))
-    losses = behaviour_clone(model, trajs, c.warmstart.epochs, c.warmstart.lr, c.warmstart.batch_rows, c.warmstart.seed)
+    losses = behaviour_clone(model, trajs, c.warmstart.epochs, c.warmstart.lr, c.warmstart.batch_rows, c.warmstart.seed,
+                             processes=c.warmstart.processes, bucketed=c.warmstart.bucketed)
     engine = eval_engine(c, c.warmstart.eval_tasks * c.warmstart.eval_samples_per_task, max_envs=64)
     ev = evaluate(engine, model, c.warmstart.eval_tasks, c.warmstart.eval_samples_per_task, c.eval.temperature,
                   seed=eval_seed(c), split=c.eval.split)

@@ -81,7 +81,8 @@ def cloned_policy():
     """A tiny policy behaviour-cloned on 16 oracle episodes (so it writes real tool calls)."""
     import envs
     from envs.long_horizon_agents import OracleAgent
-    from experiments.warmstart import behaviour_clone, play_demo
+    from experiments.bc import behaviour_clone
+    from experiments.warmstart import play_demo
 
     env = envs.make(LH, **LH_KW)
     demos = [demo_to_trajectory(*play_demo(env, OracleAgent(), i, {"task_index": i, "split": "train"}),

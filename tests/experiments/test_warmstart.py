@@ -67,7 +67,7 @@ def test_behaviour_clone_loss_is_the_full_logits_cross_entropy(tmp_path):
     the same first minibatch (the permutation of ``torch.Generator().manual_seed(seed)``)."""
     from algos.batch import collate
     from algos.policy import shift_logprobs
-    from experiments.warmstart import behaviour_clone
+    from experiments.bc import behaviour_clone
 
     c = tiny(tmp_path, "warmstart.demos=6")
     trajs = demonstrations(c)
@@ -82,3 +82,130 @@ def test_behaviour_clone_loss_is_the_full_logits_cross_entropy(tmp_path):
         expected = float(-(shift_logprobs(logits, tokens) * mask).sum() / mask.sum())
     losses = behaviour_clone(model, trajs, epochs=1, lr=1e-3, batch_rows=4, seed=3)
     assert losses[0] == pytest.approx(expected, rel=1e-5)
+
+
+def _padded_reference_bc(model, trajs, epochs: int, lr: float, batch_rows: int, seed: int) -> list[float]:
+    """BC as it was before micro-batching: one forward of each minibatch padded to its longest row
+    (full logits), the same permutations, schedule and clipping."""
+    from algos.batch import collate
+    from algos.policy import shift_logprobs
+
+    batch = collate(trajs)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    gen = torch.Generator().manual_seed(seed)
+    r = batch.num_rows
+    steps = epochs * ((r + batch_rows - 1) // batch_rows)
+    warm = max(1, min(20, steps // 10))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) * max(0.1, 1 - s / max(steps, 1)))
+    losses = []
+    model.train()
+    for _ in range(epochs):
+        for idx in torch.randperm(r, generator=gen).split(batch_rows):
+            width = int(batch.valid[idx].sum(1).max())
+            tokens, mask = batch.tokens[idx][:, :width], batch.action_mask[idx][:, :width]
+            logits, _ = model(tokens)
+            loss = -(shift_logprobs(logits, tokens) * mask).sum() / mask.sum().clamp(min=1)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            losses.append(loss.item())
+    return losses
+
+
+def test_length_bucketed_behaviour_clone_matches_one_padded_forward_per_minibatch(tmp_path):
+    """BC's micro-batches (rows of near-equal length, each trimmed to its own longest row, losses
+    summed over the minibatch's action tokens) give the same losses and weights as one padded
+    forward per minibatch; and the demos' minibatches really are split (else nothing is tested)."""
+    from algos.batch import collate, row_lengths
+    from experiments.bc import bc_micro_batches, behaviour_clone
+
+    c = tiny(tmp_path, "warmstart.demos=24", "warmstart.noise=0.5")
+    trajs = demonstrations(c)
+    batch = collate(trajs)
+    lengths = row_lengths(batch)
+    idx = torch.randperm(batch.num_rows, generator=torch.Generator().manual_seed(5))[:8]
+    parts = bc_micro_batches(lengths, idx)
+    assert sorted(torch.cat(parts).tolist()) == sorted(idx.tolist())
+    split = [bc_micro_batches(lengths, i) for i in torch.randperm(batch.num_rows, generator=torch.Generator().manual_seed(5)).split(8)]
+    assert any(len(p) > 1 for p in split), "no minibatch was split: the demos are all one length"
+    padded = sum(len(i) * int(lengths[i].max()) for i in torch.randperm(batch.num_rows, generator=torch.Generator().manual_seed(5)).split(8))
+    bucketed = sum(len(r) * int(lengths[r].max()) for p in split for r in p)
+    assert bucketed < padded
+
+    torch.manual_seed(0)
+    fast = PolicyModel(policy_shape(c))
+    slow = PolicyModel(policy_shape(c))
+    slow.load_state_dict(fast.state_dict())
+    got = behaviour_clone(fast, trajs, epochs=2, lr=3e-3, batch_rows=8, seed=5)
+    want = _padded_reference_bc(slow, trajs, epochs=2, lr=3e-3, batch_rows=8, seed=5)
+    assert got == pytest.approx(want, rel=1e-4, abs=1e-5)
+    for (name, a), b in zip(fast.state_dict().items(), slow.state_dict().values()):
+        assert torch.allclose(a, b, atol=1e-5), name
+
+
+def test_data_parallel_behaviour_clone_matches_one_process(tmp_path):
+    """``processes=2`` (two ranks, each its share of every minibatch, gradients summed by
+    all_reduce) gives the one-process losses and weights up to float summation order; the shares
+    partition each minibatch; a bad process count is a one-line error."""
+    from algos.batch import collate, row_lengths
+    from experiments.bc import behaviour_clone, rank_share
+
+    c = tiny(tmp_path, "warmstart.demos=16", "warmstart.noise=0.5")
+    trajs = demonstrations(c)
+    lengths = row_lengths(collate(trajs))
+    idx = torch.arange(min(8, len(trajs)))
+    a, b = rank_share(lengths, idx, 0, 2), rank_share(lengths, idx, 1, 2)
+    assert sorted(a.tolist() + b.tolist()) == idx.tolist() and abs(len(a) - len(b)) <= 1
+    torch.manual_seed(0)
+    one = PolicyModel(policy_shape(c))
+    two = PolicyModel(policy_shape(c))
+    two.load_state_dict(one.state_dict())
+    want = behaviour_clone(one, trajs, epochs=2, lr=3e-3, batch_rows=8, seed=5)
+    got = behaviour_clone(two, trajs, epochs=2, lr=3e-3, batch_rows=8, seed=5, processes=2)
+    assert got == pytest.approx(want, rel=1e-4, abs=1e-5)
+    for (name, x), y in zip(one.state_dict().items(), two.state_dict().values()):
+        assert torch.allclose(x, y, atol=1e-5), name
+    with pytest.raises(ValueError, match="processes=0 invalid; allowed: an int >= 1"):
+        behaviour_clone(two, trajs, epochs=1, lr=1e-3, batch_rows=8, seed=5, processes=0)
+
+
+def test_unbucketed_behaviour_clone_is_one_forward_at_per_minibatch_bitwise(tmp_path):
+    """``bucketed=False`` (the two-agent warm start's computation, cache key bc=2) is exactly the
+    pre-micro-batch loop: one ``forward_at`` of each minibatch padded to its longest row, rows in
+    the permutation's order (bitwise equal losses and weights), and it refuses processes > 1."""
+    from algos.batch import collate
+    from algos.policy import token_logprobs
+    from experiments.bc import behaviour_clone
+
+    c = tiny(tmp_path, "warmstart.demos=12", "warmstart.noise=0.5")
+    trajs = demonstrations(c)
+    torch.manual_seed(0)
+    got_model, ref = PolicyModel(policy_shape(c)), PolicyModel(policy_shape(c))
+    ref.load_state_dict(got_model.state_dict())
+    got = behaviour_clone(got_model, trajs, epochs=2, lr=3e-3, batch_rows=4, seed=7, bucketed=False)
+    batch = collate(trajs)
+    opt = torch.optim.AdamW(ref.parameters(), lr=3e-3, weight_decay=0.0)
+    gen = torch.Generator().manual_seed(7)
+    steps = 2 * ((batch.num_rows + 3) // 4)
+    warm = max(1, min(20, steps // 10))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) * max(0.1, 1 - s / max(steps, 1)))
+    want = []
+    ref.train()
+    for _ in range(2):
+        for idx in torch.randperm(batch.num_rows, generator=gen).split(4):
+            width = int(batch.valid[idx].sum(1).max())
+            tokens, mask = batch.tokens[idx][:, :width], batch.action_mask[idx][:, :width]
+            logits, _ = ref.forward_at(tokens, mask > 0)
+            loss = -(token_logprobs(logits, tokens, mask > 0)[0] * mask).sum() / mask.sum().clamp(min=1)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            want.append(loss.item())
+    assert got == want
+    assert all(torch.equal(a, b) for a, b in zip(got_model.state_dict().values(), ref.state_dict().values()))
+    with pytest.raises(ValueError, match="bucketed=False with processes=2 invalid; allowed: processes=1"):
+        behaviour_clone(got_model, trajs, epochs=1, lr=1e-3, batch_rows=4, seed=7, processes=2, bucketed=False)
