@@ -1,6 +1,6 @@
 """The main job: a compute-matched comparison of RL methods over several seeds, then the report.
 
-    python -m experiments.compare                       # preset "small": GRPO vs PPO, ~10 min on 2 cores
+    python -m experiments.compare                       # preset "small": GRPO vs PPO on tutorial tasks, ~11 min on 2 cores
     python -m experiments.compare --methods grpo,ppo,rloo,gigpo   # any registered methods (baseline: the first)
     python -m experiments.compare --preset long_horizon --methods grpo,gigpo   # GiGPO's step groups
     python -m experiments.compare --methods grpo,grpo_process -- +env.kwargs.reward_mode=process
@@ -14,7 +14,7 @@
 Steps:
 1. **Sweep.** Runs ``python -m experiments.train -m experiment=compare_<preset>`` as a
    subprocess: a Hydra multirun over ``algo=<methods>`` x seeds (``--methods``, default the
-   preset's :data:`PRESET_METHODS` = its ``hydra.sweeper.params``: ``grpo,ppo``, or
+   preset's :data:`PRESET_METHODS` = its ``hydra.sweeper.params`` (launched PPO first, the longer jobs): ``grpo,ppo``, or
    ``ppo_independent,ppo_ctde`` for ``pairfix``) with the joblib launcher (2 jobs at a time) or ``hydra/launcher=ray``
    (``--launcher``); ``--tiny`` without ``--launcher`` / ``--jobs`` uses Hydra's basic launcher instead
    (:func:`sweep_launcher`: the jobs run one after another inside the multirun process, so torch is
@@ -397,7 +397,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         f"{', '.join(COMPARE_METHODS)} that runs on the preset's env; grpo_process needs "
                         f"-- +env.kwargs.reward_mode=process)")
     p.add_argument("--preset", default="small", choices=list(PRESETS),
-                   help="configs/experiment/compare_<preset>.yaml (default: small, ~10 min on 2 cores)")
+                   help="configs/experiment/compare_<preset>.yaml (default: small, ~11 min on 2 cores)")
     p.add_argument("--seeds", default=None,
                    help="comma-separated seeds (default: the preset's hydra.sweeper.params.seed)")
     p.add_argument("--sweep-dir", default=None, type=Path,

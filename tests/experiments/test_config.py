@@ -134,6 +134,11 @@ def test_compare_presets_inherit_the_base(preset):
         assert c.eval.tasks * c.eval.samples_per_task >= 400
         seeds = yaml.safe_load((Path(CONFIGS) / "experiment" / "compare_small.yaml").read_text())["hydra"]["sweeper"]["params"]["seed"]
         assert len(str(seeds).split(",")) >= 5
+        # its task set (bugfix_tutorial_tasks.yaml): tutorial tasks, 2-3 line programs for training and
+        # evaluation, the 3000-demo noisy start model, BC on two processes (the other job waits on it)
+        assert c.env.kwargs["difficulty"] == "tutorial" and list(c.env.kwargs["program_lines"]) == [2, 3]
+        assert list(c.eval.env_kwargs["program_lines"]) == [2, 3] and c.eval.every == 40
+        assert (c.warmstart.noise, c.warmstart.demos, c.warmstart.processes) == (0.2, 3000, 2)
 
 
 def test_algo_name_must_match_its_schema():
@@ -143,3 +148,15 @@ def test_algo_name_must_match_its_schema():
         GrpoConfig(name="ppo")
     with pytest.raises(ConfigError, match="algo.name='sac' is not a valid choice; allowed: grpo, ppo"):
         PpoConfig(name="sac")
+
+
+def test_warmstart_processes_and_bucketing_are_checked_before_any_compute():
+    """One-line errors naming the bad value and what is allowed: processes >= 1, and data-parallel
+    cloning only with the bucketed micro-batches (experiments/bc.py)."""
+    from experiments.config import WarmstartConfig
+
+    with pytest.raises(ConfigError, match="warmstart.processes=0 must be >= 1"):
+        WarmstartConfig(processes=0)
+    with pytest.raises(ConfigError, match="warmstart.processes=2 needs warmstart.bucketed=true; allowed with bucketed=false: processes=1"):
+        WarmstartConfig(processes=2, bucketed=False)
+    assert WarmstartConfig(processes=2).processes == 2 and not WarmstartConfig(bucketed=False).bucketed
