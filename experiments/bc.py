@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import torch
 
-from algos.batch import collate, length_buckets
+from algos.batch import collate, length_buckets, row_lengths
 from algos.policy import PolicyModel, token_logprobs
 
 
@@ -52,7 +53,7 @@ class BCData:
     @classmethod
     def of(cls, trajs: list) -> "BCData":
         batch = collate(trajs)
-        return cls(batch.tokens, batch.valid.sum(1), batch.action_mask)
+        return cls(batch.tokens, row_lengths(batch), batch.action_mask)
 
     @property
     def num_rows(self) -> int:
@@ -132,8 +133,6 @@ def _bc_loop(model: PolicyModel, batch: BCData, epochs: int, lr: float, batch_ro
 def _init_group(rank: int, world: int, rendezvous: str) -> None:
     import torch.distributed as dist
 
-    from datetime import timedelta
-
     # a rank that never arrives (a worker that failed to start) is an error after 5 minutes, not a hang
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=300))
@@ -161,9 +160,9 @@ def behaviour_clone(model: PolicyModel, trajs: list, epochs: int, lr: float, bat
     the minibatch losses. ``bucketed=False`` (one process only): one padded forward per minibatch,
     the computation of the checkpoints cached before the micro-batches (the two-agent warm start
     keeps it, see ``experiments.train_pair.warmstart_key``). ``processes`` > 1 runs data parallel:
-    rank 0 is this process, ranks 1 ..
-    P - 1 are fresh interpreters (``python -m experiments.bc JOB``; a subprocess, not
-    ``multiprocessing``, so that it also works inside a joblib / loky sweep worker)."""
+    rank 0 is this process, ranks 1 .. P - 1 are fresh interpreters (``python -m experiments.bc
+    JOB``; a subprocess, not ``multiprocessing``, so that it also works inside a joblib / loky
+    sweep worker)."""
     if processes < 1:
         raise ValueError(f"processes={processes} invalid; allowed: an int >= 1")
     batch = BCData.of(trajs)

@@ -84,11 +84,14 @@ def test_behaviour_clone_loss_is_the_full_logits_cross_entropy(tmp_path):
     assert losses[0] == pytest.approx(expected, rel=1e-5)
 
 
-def _padded_reference_bc(model, trajs, epochs: int, lr: float, batch_rows: int, seed: int) -> list[float]:
-    """BC as it was before micro-batching: one forward of each minibatch padded to its longest row
-    (full logits), the same permutations, schedule and clipping."""
+def _padded_reference_bc(model, trajs, epochs: int, lr: float, batch_rows: int, seed: int,
+                         logits: str = "full") -> list[float]:
+    """BC as it was before micro-batching: one forward of each minibatch padded to its longest row,
+    rows in the permutation's order, the same permutations, schedule and clipping. ``logits``:
+    ``"full"`` (``model(tokens)`` and ``shift_logprobs``: an independent path) or ``"forward_at"``
+    (the pre-micro-batch code's own ops, for bitwise comparisons)."""
     from algos.batch import collate
-    from algos.policy import shift_logprobs
+    from algos.policy import shift_logprobs, token_logprobs
 
     batch = collate(trajs)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
@@ -103,8 +106,11 @@ def _padded_reference_bc(model, trajs, epochs: int, lr: float, batch_rows: int, 
         for idx in torch.randperm(r, generator=gen).split(batch_rows):
             width = int(batch.valid[idx].sum(1).max())
             tokens, mask = batch.tokens[idx][:, :width], batch.action_mask[idx][:, :width]
-            logits, _ = model(tokens)
-            loss = -(shift_logprobs(logits, tokens) * mask).sum() / mask.sum().clamp(min=1)
+            if logits == "full":
+                lp = shift_logprobs(model(tokens)[0], tokens)
+            else:
+                lp = token_logprobs(model.forward_at(tokens, mask > 0)[0], tokens, mask > 0)[0]
+            loss = -(lp * mask).sum() / mask.sum().clamp(min=1)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -175,8 +181,6 @@ def test_unbucketed_behaviour_clone_is_one_forward_at_per_minibatch_bitwise(tmp_
     """``bucketed=False`` (the two-agent warm start's computation, cache key bc=2) is exactly the
     pre-micro-batch loop: one ``forward_at`` of each minibatch padded to its longest row, rows in
     the permutation's order (bitwise equal losses and weights), and it refuses processes > 1."""
-    from algos.batch import collate
-    from algos.policy import token_logprobs
     from experiments.bc import behaviour_clone
 
     c = tiny(tmp_path, "warmstart.demos=12", "warmstart.noise=0.5")
@@ -185,26 +189,7 @@ def test_unbucketed_behaviour_clone_is_one_forward_at_per_minibatch_bitwise(tmp_
     got_model, ref = PolicyModel(policy_shape(c)), PolicyModel(policy_shape(c))
     ref.load_state_dict(got_model.state_dict())
     got = behaviour_clone(got_model, trajs, epochs=2, lr=3e-3, batch_rows=4, seed=7, bucketed=False)
-    batch = collate(trajs)
-    opt = torch.optim.AdamW(ref.parameters(), lr=3e-3, weight_decay=0.0)
-    gen = torch.Generator().manual_seed(7)
-    steps = 2 * ((batch.num_rows + 3) // 4)
-    warm = max(1, min(20, steps // 10))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) * max(0.1, 1 - s / max(steps, 1)))
-    want = []
-    ref.train()
-    for _ in range(2):
-        for idx in torch.randperm(batch.num_rows, generator=gen).split(4):
-            width = int(batch.valid[idx].sum(1).max())
-            tokens, mask = batch.tokens[idx][:, :width], batch.action_mask[idx][:, :width]
-            logits, _ = ref.forward_at(tokens, mask > 0)
-            loss = -(token_logprobs(logits, tokens, mask > 0)[0] * mask).sum() / mask.sum().clamp(min=1)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            want.append(loss.item())
+    want = _padded_reference_bc(ref, trajs, epochs=2, lr=3e-3, batch_rows=4, seed=7, logits="forward_at")
     assert got == want
     assert all(torch.equal(a, b) for a, b in zip(got_model.state_dict().values(), ref.state_dict().values()))
     with pytest.raises(ValueError, match="bucketed=False with processes=2 invalid; allowed: processes=1"):
