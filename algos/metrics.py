@@ -100,6 +100,40 @@ def explained_variance(predictions: Tensor, targets: Tensor, mask: Tensor | None
     return 1.0 - torch.var(r - v, correction=0).item() / var_r
 
 
+def explained_variance_ceiling(returns: Tensor, branch_returns: Tensor, valid: Tensor | None = None) -> float:
+    """The explained variance of the TRUE value function ``V*(s) = E[G | s]`` on a set of points,
+    estimated from independent continuations (branches) of each point's state:
+
+        EV* = 1 - E_s[Var(G | s)] / Var(G)        (Var(G - V*) = E_s Var(G | s): G - V* has mean 0 given s)
+        Var(G | s_p) ~ s_p^2 = sum_k (g_pk - gbar_p)^2 / (K_p - 1)   (unbiased, over p's valid branches)
+
+    so ``1 - mean_p(s_p^2) / Var_pop(G_p)``: the most any critic of these states can reach on
+    ``algos.metrics.explained_variance`` (the rest of the return's variance is the future's own
+    randomness: the policy's later samples and the env's tool faults).
+
+    Shapes: ``returns`` [P] (each point's own Monte Carlo return G_p), ``branch_returns`` [P, K]
+    (the returns of K continuations from the same state), ``valid`` [P, K] bool (None = all; a
+    masked or cut-off branch is False). Points with fewer than 2 valid branches are left out of
+    both terms. NaN when no point is left or Var(G) = 0 over the kept points.
+    """
+    g = _as_float("returns", returns).double()
+    b = _as_float("branch_returns", branch_returns).double()
+    if g.dim() != 1 or b.dim() != 2 or b.shape[0] != g.shape[0]:
+        raise ValueError(f"returns must be [P] and branch_returns [P, K]; got {tuple(g.shape)} and {tuple(b.shape)}")
+    _, v = _masked_pair("branch_returns", b, valid)
+    n = v.sum(1)
+    keep = n >= 2
+    if not keep.any():
+        return float("nan")
+    g, b, v, n = g[keep], b[keep], v[keep], n[keep].double()
+    mean = (b * v).sum(1) / n
+    within = (((b - mean[:, None]) ** 2) * v).sum(1) / (n - 1)
+    var_g = torch.var(g, correction=0).item()
+    if var_g == 0.0:
+        return float("nan")
+    return 1.0 - within.mean().item() / var_g
+
+
 def binomial_confidence_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
     """Wilson score interval: with p = k/n and z = Phi^{-1}(1 - (1 - confidence)/2),
     center = (p + z^2/(2n)) / (1 + z^2/n),  half = z / (1 + z^2/n) * sqrt(p(1-p)/n + z^2/(4n^2)),

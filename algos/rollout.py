@@ -48,11 +48,21 @@ TOOL_FAILURE_STATUSES = frozenset({"timeout", "flaky", "crash"})
 @dataclass
 class RolloutRequest:
     """One trajectory to generate: reset ``options`` (task instance) and ``seed``; ``group_id``
-    ties the G members of a GRPO group (same options, different seeds)."""
+    ties the G members of a GRPO group (same options, different seeds).
+
+    Branching an episode (``experiments.value_ceiling``): ``forced`` token ids are fed as the
+    episode's first generated tokens instead of sampling (the sampled tokens of an earlier
+    trajectory with the same ``options`` and ``seed``, so the env replays it exactly), then
+    sampling continues; ``reseed`` (None: keep the stream) re-seeds the env's future tool
+    latencies and faults (``reseed_tools``) just before the first token that is sampled, so
+    branches of one state differ in the env's randomness as well as in the policy's. Forced tokens
+    are recorded like sampled ones (a branch is for measurement, never for training)."""
 
     options: dict | None
     seed: int
     group_id: int = 0
+    forced: tuple[int, ...] = ()
+    reseed: int | None = None
 
 
 @dataclass
@@ -63,6 +73,8 @@ class _Slot:
     pending: list[int] = field(default_factory=list)
     action_len: int = 0
     last_info: dict = field(default_factory=dict)
+    forced: deque = field(default_factory=deque)  # tokens still to feed instead of sampling
+    reseed: int | None = None  # applied before the first sampled token, then None
 
 
 class RolloutEngine:
@@ -137,7 +149,8 @@ class RolloutEngine:
                 cache.reset_rows([b])
                 if trace is not None:
                     trace.append(("reset", b, None, None))
-                slots[b] = _Slot(i, traj, builder, pending=ids, last_info=info)
+                slots[b] = _Slot(i, traj, builder, pending=ids, last_info=info, forced=deque(req.forced),
+                                 reseed=req.reseed)
                 return
 
         for b in range(self.num_envs):
@@ -174,8 +187,14 @@ class RolloutEngine:
                 for b, s in enumerate(slots):
                     if s is None:
                         continue
-                    token = sampled_l[b]
-                    s.builder.add_sampled(token, logps_l[b], policy_version)
+                    token, logp = sampled_l[b], logps_l[b]
+                    if s.forced:
+                        token = s.forced.popleft()
+                        logp = float(lp_all[b, token]) if temp > 0 else 0.0
+                    elif s.reseed is not None:
+                        reseed_tools(self.envs[b], s.reseed)
+                        s.reseed = None
+                    s.builder.add_sampled(token, logp, policy_version)
                     s.traj.generated_tokens += 1
                     s.action_len += 1
                     is_eos = token == self.tok.eos_id
@@ -222,6 +241,15 @@ class RolloutEngine:
         else:
             s.pending = last_fed + ids
         return False
+
+
+def reseed_tools(env, seed: int) -> None:
+    """Re-seed the future tool latencies and faults of ``env``'s episode in progress (its
+    ``unwrapped.reseed_tools``); ``ValueError`` for an env that has no such stream."""
+    target = getattr(env.unwrapped, "reseed_tools", None)
+    if target is None:
+        raise ValueError(f"RolloutRequest.reseed needs an env with reseed_tools(seed); {env.unwrapped.spec.id} has none")
+    target(seed)
 
 
 def state_key_of(info: dict) -> int:
@@ -405,4 +433,4 @@ def make_requests(
 
 
 __all__ = ["RolloutEngine", "RolloutRequest", "TOOL_FAILURE_STATUSES", "demo_to_trajectory", "evaluate",
-           "make_requests", "read_env_tokens", "record_step", "state_key_of"]
+           "make_requests", "read_env_tokens", "record_step", "reseed_tools", "state_key_of"]

@@ -145,6 +145,13 @@ class ToolSimulator:
         self._i = 0  # next unused uniform
         self._j = 0  # next unused normal
 
+    def reseed(self, rng: np.random.Generator) -> None:
+        """Draw every later call's latency and faults from ``rng`` instead (the episode's state,
+        including a run of timeouts, is kept): a branch of an episode gets its own tool future."""
+        consecutive = self.consecutive_timeouts
+        self.reset(rng)
+        self.consecutive_timeouts = consecutive
+
     def uniform(self) -> float:
         """The next uniform in [0, 1) of the seeded stream."""
         if self._i >= _BUFFER:

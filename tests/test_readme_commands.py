@@ -16,6 +16,8 @@ whose joblib launcher starts worker processes: that one runs as a subprocess (``
   tests/experiments/test_compare_pairfix.py);
 - ``experiments.warmstart``: ``experiment=tiny``; ``experiments.calibrate``: ``--episodes 5``;
   ``experiments.critic_probe``: 8 rollouts, 2 steps on ``experiment=learn_tiny``;
+  ``experiments.value_ceiling``: run on a 2-update learn_tiny PPO run by
+  tests/experiments/test_value_ceiling.py;
 - ``experiments.bench envs``: ``--steps 300 --repeats 1``; ``experiments.bench train``: ``--quick``;
 - the plain ``experiments.compare`` (``make demo``) and ``experiments.report runs/compare/<sweep>``:
   run at ``--tiny`` scale, the report re-rendered from that sweep, by
@@ -119,6 +121,9 @@ def tiny_case(cmd: str) -> Case:
     if module == "experiments.critic_probe":
         # a few rollouts and steps on the learning check's tutorial tasks (its warm start: seconds)
         return Case(exe + ["--rollouts", "8", "--steps", "2", "--every", "1", "--", "experiment=learn_tiny", "algo=ppo"], env)
+    if module == "experiments.value_ceiling":
+        # needs a PPO run directory: its tests train a 2-update learn_tiny PPO run and run the CLI on it
+        return Case(exe + args, covered_by="tests/experiments/test_value_ceiling.py")
     if module == "experiments.bench" and args == ["envs"]:
         return Case(exe + args + ["--steps", "300", "--repeats", "1"], env)
     if module == "experiments.bench" and args == ["train"]:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
+import numpy as np
 from gymnasium import spaces
 
 from envs.bugfix.actions import (
@@ -185,6 +186,12 @@ class BugFixEnv(TrapTools, gymnasium.Env):
         self._tools.reset(self.np_random)
         self._last_obs = self._with_turns_left(TASK_TEXT)
         return self._last_obs, self._info(0.0, "ok")
+
+    def reseed_tools(self, seed: int) -> None:
+        """From the next tool call on, latencies and faults come from a stream seeded by ``seed``;
+        the task, program, tests and turn count are unchanged (branching an episode:
+        ``RolloutRequest.reseed``)."""
+        self._tools.reseed(np.random.default_rng(seed))
 
     # ---- stepping -----------------------------------------------------------------------------
     def step(self, action: str):

@@ -13,6 +13,7 @@ from algos.metrics import (
     binomial_confidence_interval,
     clip_fraction,
     explained_variance,
+    explained_variance_ceiling,
     group_outcome_rates,
     masked_mean,
     mixed_group_probability,
@@ -199,3 +200,37 @@ def test_masked_mean_matches_loop(pairs):
         assert math.isclose(got, sum(chosen) / len(chosen), rel_tol=1e-9, abs_tol=1e-12)
     else:
         assert math.isnan(got)
+
+
+# ---------------------------------------------------------------------------------------------
+# explained_variance_ceiling: EV* = 1 - mean_p s_p^2 / Var_pop(G)
+# ---------------------------------------------------------------------------------------------
+def test_ev_ceiling_hand_computed():
+    # s^2 = [0, 0, 0.5, 0.5] (two branches: (1-0)^2/2 ... = 0.5), mean 0.25; Var(G) of [1,0,1,0] = 0.25 -> 0
+    g = torch.tensor([1.0, 0.0, 1.0, 0.0])
+    assert explained_variance_ceiling(g, torch.tensor([[1.0, 1.0], [0.0, 0.0], [1.0, 0.0], [1.0, 0.0]])) == pytest.approx(0.0)
+    # K = 3: point 0 branches (2, 0, 1): mean 1, s^2 = (1 + 1 + 0) / 2 = 1; point 1: 0 -> mean 0.5;
+    # Var(G) of [2, 0] = 1 -> 1 - 0.5 = 0.5
+    assert explained_variance_ceiling(torch.tensor([2.0, 0.0]), torch.tensor([[2.0, 0.0, 1.0], [0.0, 0.0, 0.0]])) == pytest.approx(0.5)
+    # a point with one valid branch leaves both terms: G = [1, 0] (Var 0.25), s^2 = [0, 0] -> 1
+    b = torch.tensor([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
+    valid = torch.tensor([[True, True, True], [True, True, True], [True, False, False]])
+    assert explained_variance_ceiling(torch.tensor([1.0, 0.0, 1.0]), b, valid) == pytest.approx(1.0)
+    # undefined: constant returns, or no point with 2 valid branches
+    assert math.isnan(explained_variance_ceiling(torch.tensor([1.0, 1.0]), torch.tensor([[1.0, 0.0], [0.0, 1.0]])))
+    assert math.isnan(explained_variance_ceiling(torch.tensor([1.0, 0.0]), torch.ones(2, 2), torch.tensor([[True, False], [False, True]])))
+    with pytest.raises(ValueError, match=r"\[P, K\]"):
+        explained_variance_ceiling(torch.zeros(3), torch.zeros(2, 4))
+
+
+def test_ev_ceiling_recovers_the_true_value_functions_ev():
+    # states with success probability p in {0.1, 0.5, 0.9}; G and 8 branches ~ Bernoulli(p).
+    # EV of V* = p: 1 - E[p(1-p)] / Var(G) = 1 - (0.09 + 0.25 + 0.09) / 3 / 0.25 = 0.42667
+    gen = torch.Generator().manual_seed(0)
+    p = torch.tensor([0.1, 0.5, 0.9])[torch.randint(3, (6000,), generator=gen)]
+    g = torch.bernoulli(p, generator=gen)
+    b = torch.bernoulli(p[:, None].expand(-1, 8), generator=gen)
+    assert explained_variance_ceiling(g, b) == pytest.approx(0.42667, abs=0.03)
+    assert explained_variance(p, g) == pytest.approx(0.42667, abs=0.03)  # the true V*'s own EV
+    # the branch MEAN is a noisy V*: its EV is ~ 1 - (1 + 1/8)(1 - EV*) = 0.355, below the ceiling
+    assert explained_variance(b.mean(1), g) == pytest.approx(0.355, abs=0.03)

@@ -118,3 +118,21 @@ def test_buffers_refill_deterministically():
     assert all(0.0 <= x < 1.0 for x in xs) and len(set(xs)) == 1000
     zs = [a.normal() for _ in range(1000)]
     assert abs(np.mean(zs)) < 0.15 and math.isclose(np.std(zs), 1.0, rel_tol=0.1)
+
+
+
+def test_reseed_draws_the_rest_from_the_new_stream_and_keeps_the_timeout_run():
+    knobs = dict(timeout_prob=0.5, max_consecutive_timeouts=50)
+    a = sim(3, **knobs)
+    for _ in range(6):
+        a.call("run_tests", ok)
+    run = a.consecutive_timeouts
+    a.reseed(np.random.default_rng(11))
+    assert a.consecutive_timeouts == run  # the episode's run of timeouts is state, not randomness
+    after = [a.call("run_tests", ok) for _ in range(30)]
+    # the same 30 calls on a simulator whose stream was default_rng(11) from the start ...
+    b = sim(11, **knobs)
+    assert after == [b.call("run_tests", ok) for _ in range(30)]
+    # ... and not what seed 3's stream would have drawn next
+    c = sim(3, **knobs)
+    assert after != [c.call("run_tests", ok) for _ in range(36)][6:]
