@@ -56,8 +56,10 @@ import argparse
 import datetime as _dt
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -338,29 +340,76 @@ class _NoticeFilter:
         return line
 
 
+#: Seconds the sweep's processes get to stop after SIGTERM before the rest of its group is killed.
+STOP_GRACE_SECONDS = 20.0
+
+
 def run_sweep(cmd: Sequence[str], sweep_dir: Path, env: dict[str, str] | None = None) -> int:
-    """Run the multirun, echoing its output live and into ``<sweep>/sweep.log``; its exit code."""
+    """Run the multirun, echoing its output live and into ``<sweep>/sweep.log``; its exit code.
+
+    The sweep runs in a session (process group) of its own, and Ctrl-C or SIGTERM to this process
+    stops all of it, the launcher's worker processes included (``stop_group``): each run stops as
+    on Ctrl-C, with its last update's checkpoint on disk, so re-running resumes; no worker is left
+    holding a warm-start lock."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
     full_env = {**os.environ, **SWEEP_ENV, **(env or {})}
     echo = _NoticeFilter()
-    with open(sweep_dir / "sweep.log", "a") as log:
-        log.write("$ " + " ".join(cmd) + "\n")
-        proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=full_env, bufsize=1)
-        assert proc.stdout is not None
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt) if main_thread else None
+    try:
+        with open(sweep_dir / "sweep.log", "a") as log:
+            log.write("$ " + " ".join(cmd) + "\n")
+            proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    env=full_env, bufsize=1, start_new_session=True)
+            assert proc.stdout is not None
+            try:
+                for line in proc.stdout:
+                    log.write(line)
+                    log.flush()
+                    shown = echo(line)
+                    if shown:
+                        sys.stdout.write(shown)
+                        sys.stdout.flush()
+                return proc.wait()
+            except KeyboardInterrupt:
+                stop_group(proc)
+                raise
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def stop_group(proc: subprocess.Popen, grace: float = STOP_GRACE_SECONDS) -> None:
+    """SIGTERM to ``proc``'s whole process group (it leads its own session), up to ``grace``
+    seconds for the group to empty, then SIGKILL to whatever is left; reaps ``proc``."""
+    def group_alive() -> bool:
         try:
-            for line in proc.stdout:
-                log.write(line)
-                log.flush()
-                shown = echo(line)
-                if shown:
-                    sys.stdout.write(shown)
-                    sys.stdout.flush()
-            return proc.wait()
-        except KeyboardInterrupt:
-            proc.terminate()
-            proc.wait()
-            raise
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        proc.wait()
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        proc.poll()  # reap the leader, or it stays a zombie member of its group
+        if not group_alive():
+            break
+        time.sleep(0.1)
+    else:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
 
 
 def log_report(report, kind: str, sweep_dir: Path, group: str, config: dict,
