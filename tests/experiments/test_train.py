@@ -149,14 +149,22 @@ def test_staleness_separates_behavior_and_old_logprobs(tmp_path, ws_cache):
 @pytest.mark.parametrize("algo, extra", [("grpo", []), ("ppo", ["algo.tasks_per_update=16"])])
 def test_short_run_improves_over_the_start_model(tmp_path, ws_cache, algo, extra):
     """configs/experiment/learn_tiny: 8 tutorial BugFix-v1 tasks, a ~0.2 warm start, 640 rollouts
-    of RL (seed 0). Success on those tasks (fixed eval seeds, 64 attempts) must clearly beat the
-    start model's (measured on the same tasks and seeds): +0.2 is over 3 binomial standard errors
-    of a 64-attempt rate (measured here: GRPO 0.21 -> 0.44)."""
-    run_dir = tmp_path / algo
-    train(run_dir, "experiment=learn_tiny", f"algo={algo}", *extra, ws_cache=ws_cache)
-    summary = json.loads((run_dir / "summary.json").read_text())
-    start, final = summary["start_model/success"], summary["eval/success"]
-    assert 0.05 < start < 0.5
-    assert final >= start + 0.2, (start, final)
+    of RL at seeds 0 and 1. Success on those tasks (fixed eval seeds, 256 attempts, binomial SE
+    ~0.03) must beat the start model's (256 attempts on the same tasks) on each seed by 0.05 and
+    on the two seeds' mean by 0.12 (3.7 standard errors of that mean's difference with the start:
+    sqrt(0.025^2 + 0.029^2 / 2) = 0.032). One seed alone is not a sturdy check at this budget:
+    measured (session 6, seeds 0-3, start 0.204) GRPO gains 0.22 / 0.28 / 0.22 / 0.30, PPO
+    0.31 / 0.11 / 0.09 / 0.37; with the previous start model (same loss, weights different in
+    their last bits) GRPO's seed-0 gain was 0.13 (64 attempts), so a threshold on one seed sat
+    within float noise of it."""
+    gains = []
+    for seed in (0, 1):
+        run_dir = tmp_path / f"{algo}-s{seed}"
+        train(run_dir, "experiment=learn_tiny", f"algo={algo}", f"seed={seed}", *extra, ws_cache=ws_cache)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        start, final = summary["start_model/success"], summary["eval/success"]
+        assert 0.05 < start < 0.5 and summary["eval/episodes"] == 256
+        gains.append(final - start)
+    assert min(gains) >= 0.05 and sum(gains) / 2 >= 0.12, gains
 
 
