@@ -38,9 +38,22 @@ def mix_seed(*parts: int) -> int:
 
 
 def eval_seed(c: TrainConfig) -> int:
-    """Evaluation seeds depend only on the run seed: every method and the start model are
-    evaluated on the same held-out tasks with the same env seeds."""
-    return (c.seed * 7_919 + 424_242) % (2**31 - 1)
+    """Evaluation seeds depend only on the run seed: every method is evaluated on the same
+    held-out tasks with the same env seeds (``seed_eval_seed(c.seed)``)."""
+    return seed_eval_seed(c.seed)
+
+
+def start_eval_seed(c: TrainConfig) -> int:
+    """The start model's evaluation seed (at the warm-start build): ``seed_eval_seed`` of
+    ``warmstart.seed``, never of the run seed. The cached start success is shared by the runs of
+    every seed, so it must not depend on which run happened to build the cache first; with
+    ``warmstart.seed = 0`` it is measured on exactly the episodes seed 0's runs are evaluated on."""
+    return seed_eval_seed(c.warmstart.seed)
+
+
+def seed_eval_seed(seed: int) -> int:
+    """The evaluation seed of run seed ``seed``."""
+    return (seed * 7_919 + 424_242) % (2**31 - 1)
 
 
 def rollouts_per_update(c: TrainConfig) -> int:
@@ -198,6 +211,6 @@ def build_policy(c: TrainConfig, start_path: str = ""):
     return policy, critic, reference
 
 
-__all__ = ["build_policy", "check_env", "compression_kwargs", "env_kwargs", "eval_engine", "eval_seed",
+__all__ = ["build_policy", "check_env", "compression_kwargs", "env_kwargs", "eval_engine", "eval_seed", "seed_eval_seed", "start_eval_seed",
            "load_policy_weights", "make_env", "mix_seed", "policy_shape", "rollouts_per_update", "sampling_generator",
            "start_model", "train_engine", "update_requests"]

@@ -31,7 +31,7 @@ import torch
 from algos.policy import PolicyModel
 from algos.rollout import demo_to_trajectory, evaluate
 from experiments.bc import behaviour_clone
-from experiments.build import compression_kwargs, eval_engine, eval_seed, make_env, policy_shape
+from experiments.build import compression_kwargs, eval_engine, make_env, policy_shape, start_eval_seed
 from experiments.config import TrainConfig, fingerprint
 from experiments.rundir import atomic_save, atomic_write_text, file_lock
 
@@ -53,7 +53,9 @@ def cache_key(c: TrainConfig) -> str:
         "shape": asdict(policy_shape(c)), "warmstart": w, "max_action_tokens": c.rollout.max_action_tokens,
         "eval_temperature": c.eval.temperature, "train_tasks": c.env.train_tasks,
         "eval": [c.eval.split, c.eval.train_split, dict(c.eval.env_kwargs)],
-        "init_seed": c.policy.init_seed, "version": 3,  # 2: BC logits via forward_at; 3: length-bucketed BC micro-batches
+        # 2: BC logits via forward_at; 3: length-bucketed BC micro-batches; 4: the start eval seed
+        # from warmstart.seed (before: the run seed of whichever run built the cache first)
+        "init_seed": c.policy.init_seed, "version": 4,
     }
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -116,10 +118,10 @@ def build_warmstart(c: TrainConfig, root: Path, verbose: bool = True) -> dict:
                              processes=c.warmstart.processes, bucketed=c.warmstart.bucketed)
     engine = eval_engine(c, c.warmstart.eval_tasks * c.warmstart.eval_samples_per_task, max_envs=64)
     ev = evaluate(engine, model, c.warmstart.eval_tasks, c.warmstart.eval_samples_per_task, c.eval.temperature,
-                  seed=eval_seed(c), split=c.eval.split)
+                  seed=start_eval_seed(c), split=c.eval.split)
     if c.eval.train_split:
         ev.update(evaluate(engine, model, c.warmstart.eval_tasks, c.warmstart.eval_samples_per_task,
-                           c.eval.temperature, seed=eval_seed(c), split="train", prefix="eval_train/"))
+                           c.eval.temperature, seed=start_eval_seed(c), split="train", prefix="eval_train/"))
     engine.close()
     root.mkdir(parents=True, exist_ok=True)
     path = root / "policy.pt"

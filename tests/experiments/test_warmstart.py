@@ -61,6 +61,41 @@ def test_warm_start_is_built_once_and_cached_by_config(tmp_path):
         load_policy_weights(PolicyModel(policy_shape(c, critic=critic)), info["path"])
 
 
+@pytest.mark.slow
+def test_the_cached_start_success_does_not_depend_on_which_run_built_it(tmp_path):
+    """The runs of every seed share one cached warm start, so its start-model evaluation must not
+    depend on the seed of the run that built it first (it used to: the demo's start model read
+    0.528 or 0.537 depending on which of its first two jobs won the cache lock). It uses
+    ``start_eval_seed`` (of ``warmstart.seed``): the episodes seed 0's runs are evaluated on."""
+    from algos.rollout import evaluate
+    from experiments.build import eval_engine, eval_seed, start_eval_seed
+
+    def config(seed: int):  # learn_tiny: a start model that writes real tool calls (faults, retries)
+        with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+            return validate(compose(config_name="config", overrides=[
+                "experiment=learn_tiny", f"seed={seed}", f"warmstart.cache_dir={tmp_path / f's{seed}'}",
+                "warmstart.eval_tasks=8", "warmstart.eval_samples_per_task=8"]))
+
+    c0, c3 = config(0), config(3)
+    built = {0: ensure_warmstart(c0, verbose=False), 3: ensure_warmstart(c3, verbose=False)}
+    assert built[0]["key"] == built[3]["key"]  # the run seed is not part of the warm start
+    same = lambda a, b: json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)  # NaN == NaN here
+    assert same(built[0]["start_eval"], built[3]["start_eval"])
+    assert start_eval_seed(c3) == start_eval_seed(c0) == eval_seed(c0) != eval_seed(c3)
+    model = PolicyModel(policy_shape(c3))
+    load_policy_weights(model, built[3]["path"])
+
+    def evaluated(seed: int) -> dict:
+        engine = eval_engine(c3, 64, max_envs=64)
+        out = evaluate(engine, model, 8, 8, c3.eval.temperature, seed=seed, split=c3.eval.split)
+        engine.close()
+        return out
+
+    held = {k: v for k, v in built[3]["start_eval"].items() if k.startswith("eval/")}
+    assert same(evaluated(start_eval_seed(c3)), held)  # the cached numbers are these episodes' ...
+    assert not same(evaluated(eval_seed(c3)), held)  # ... and seed 3's own episodes read differently
+
+
 def test_behaviour_clone_loss_is_the_full_logits_cross_entropy(tmp_path):
     """BC computes logits only before the action tokens (``forward_at``); its first loss (no step
     taken yet) must equal the token-mean cross-entropy from the full ``model(tokens)`` logits on
