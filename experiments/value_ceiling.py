@@ -143,15 +143,10 @@ def measure_points(c, policy, critic, rollouts: int, seed: int) -> tuple[list, l
     complete = torch.tensor([t.terminated for t in trajs], dtype=torch.bool)
     held = lay.mask & complete[:, None]
     ev_all = explained_variance(values[held], data.returns[held])
-    seg_of_row = {}
-    for i in range(len(trajs)):
-        rows = (data.batch.row_traj == i).nonzero().flatten().tolist()
-        for k, r in enumerate(rows):
-            seg_of_row[r] = k
     points = []
     for i, k in held.nonzero().tolist():
         row, col = int(lay.rows[i, k]), int(lay.cols[i, k])
-        seg = seg_of_row[row]
+        seg = int(data.batch.row_segment[row])
         points.append(Point(i, seg, col, turn_of(trajs[i], seg, col), float(data.returns[i, k]), float(values[i, k])))
     return trajs, points, ev_all
 
