@@ -22,7 +22,9 @@ Value loss: clipped (``algo.value_clip``) squared error against the GAE returns 
 aggregated like the policy loss. ``algo.value_warmup_updates``: the first updates train only the
 critic: no policy term (clipped loss, entropy bonus, KL) enters the loss, and a value head does not
 move the shared trunk, so only the critic's parameters (the value head, or the separate critic) get
-a gradient.
+a gradient. ``algo.critic_epochs``: after the ``algo.epochs`` joint passes, that many more passes
+over the batch (same minibatches) with only the value loss and only the critic's forward, against
+the same targets and clip reference (the returns and old values of ``advantages``).
 
 Diagnostics (C20): ``critic/explained_variance_heldout`` is the explained variance of the critic's predictions on
 this batch BEFORE it is fitted on it, against the complete Monte Carlo returns of terminated
@@ -30,7 +32,7 @@ trajectories (rollouts not used in fitting); ``critic/explained_variance_in_batc
 with the GAE returns they were trained on.
 
 Fields read from ``algo`` beyond the base ``Trainer``'s: ``gamma``, ``lam``, ``vf_coef``,
-``value_clip``, ``value_warmup_updates``, ``norm_adv``, ``value_level`` (no GRPO field: no ``std``,
+``value_clip``, ``value_warmup_updates``, ``critic_epochs``, ``norm_adv``, ``value_level`` (no GRPO field: no ``std``,
 ``adv_eps``, ``dynamic_sampling``).
 """
 
@@ -145,6 +147,9 @@ class PPOTrainer(Trainer):
 
     def policy_frozen(self) -> bool:
         return self.updates_done < self.algo.value_warmup_updates
+
+    def critic_epochs(self) -> int:
+        return self.algo.critic_epochs
 
     def advantages(self, batch: Batch, inputs: UpdateInputs) -> Advantages:
         """GAE over each trajectory's decision points; token advantages on the loss tokens

@@ -104,6 +104,9 @@ class CentralCriticPPOTrainer(PPOTrainer):
         if algo.value_level != "turn":
             raise ValueError(f"algo.value_level={algo.value_level!r} invalid for ppo_ctde; allowed: turn "
                              "(one joint state per decision point)")
+        if getattr(algo, "critic_epochs", 0):
+            raise ValueError(f"algo.critic_epochs={algo.critic_epochs} is not supported by ppo_ctde; allowed: 0 "
+                             "(its critic reads joint states, not the actor's rows)")
         super().__init__(algo, policy, critic, reference, temperature, meter)
         self._joint: JointInputs | None = None
 
@@ -119,8 +122,8 @@ class CentralCriticPPOTrainer(PPOTrainer):
         logits, _ = self.policy.forward_at(tokens, want, detach_value=detach_value)
         return {"logits": logits, "values": None}
 
-    def _count(self, batch, rows, train, model=None, with_critic=True, width=None) -> None:
-        super()._count(batch, rows, train, model=model, with_critic=False, width=width)
+    def _count(self, batch, rows, train, model=None, with_critic=True, width=None, critic_only=False) -> None:
+        super()._count(batch, rows, train, model=model, with_critic=False, width=width, critic_only=critic_only)
 
     def central_raw(self, rows: Tensor, shape: tuple[int, int], grad: bool) -> Tensor:
         """``[len(rows), T]`` raw values: the centralized critic's value of each joint state of

@@ -142,8 +142,8 @@ class UpdateStats:
     def step_part(self, name: str, value: float) -> None:
         self._step[name] = self._step.get(name, 0.0) + float(value)
 
-    def end_step(self, grad_norm: float) -> None:
-        for name, value in {**self._step, "grad_norm": float(grad_norm)}.items():
+    def end_step(self, grad_norm: float, grad_norm_name: str = "grad_norm") -> None:
+        for name, value in {**self._step, grad_norm_name: float(grad_norm)}.items():
             self._steps.setdefault(name, []).append(value)
         self._step = {}
 
@@ -224,6 +224,11 @@ class Trainer:
     def policy_frozen(self) -> bool:
         """True while only the critic trains: no policy term enters the loss (PPO warm-up)."""
         return False
+
+    def critic_epochs(self) -> int:
+        """Critic-only passes over the batch after the ``algo.epochs`` joint ones (PPO's
+        ``algo.critic_epochs``); 0 without a critic."""
+        return 0
 
     def fit_metrics(self, batch: Batch, adv: Advantages, fitted_values: Tensor | None) -> dict:
         """Metrics of the fitted model; ``fitted_values [R, T]``: the critic's values (aligned to
@@ -314,10 +319,14 @@ class Trainer:
         self._value_at = value_positions(batch)
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         gen = torch.Generator().manual_seed(1_000_003 * (self.updates_done + 1))
+        n_epochs = algo.epochs + self.critic_epochs()
         self.policy.train()
-        for epoch in range(algo.epochs):
+        for epoch in range(n_epochs):
+            # epochs past algo.epochs are critic-only passes: only the value loss, only the
+            # critic's forward; their steps are logged as train/critic_pass_*
+            critic_only = epoch >= algo.epochs
             fill_old = inputs.old_logp_from_first_epoch and epoch == 0
-            keep_fit = fitted if epoch == algo.epochs - 1 else None
+            keep_fit = fitted if epoch == n_epochs - 1 else None
             perm = torch.randperm(r, generator=gen) if n_mb > 1 else torch.arange(r)
             for mb in perm.chunk(n_mb):
                 mb = mb.sort().values
@@ -329,12 +338,15 @@ class Trainer:
                     rows = mb[idx]
                     width = int(lengths[rows].max())
                     w = {k: v[idx, :width] for k, v in weights.items()}
-                    loss = self._slice_loss(rows, width, w, batch, inputs, adv, stats, frozen, fill_old, keep_fit)
+                    if critic_only:
+                        loss = self._critic_slice_loss(rows, width, w, batch, adv, stats, keep_fit)
+                    else:
+                        loss = self._slice_loss(rows, width, w, batch, inputs, adv, stats, frozen, fill_old, keep_fit)
                     if loss.requires_grad:
                         loss.backward()
-                    self._count(batch, rows, train=True, width=width)
+                    self._count(batch, rows, train=True, width=width, critic_only=critic_only)
                 gn = torch.nn.utils.clip_grad_norm_(params, algo.max_grad_norm)
-                stats.end_step(float(gn))
+                stats.end_step(float(gn), "critic_pass_grad_norm" if critic_only else "grad_norm")
                 self.optimizer.step()
         self.policy.eval()
 
@@ -394,18 +406,26 @@ class Trainer:
         return kept, metrics
 
     def _count(self, batch: Batch, rows: Tensor, train: bool, model: PolicyModel | None = None,
-               with_critic: bool = True, width: int | None = None) -> None:
+               with_critic: bool = True, width: int | None = None, critic_only: bool = False) -> None:
         """Add the analytic FLOPs (``algos.compute``) of a forward (``train=False``) or a
         forward + backward of ``rows`` through ``model`` (default the policy) and the critic
         (real tokens only), and the real / computed positions (``rows x width``) of the forward
-        to the update's padding efficiency."""
+        to the update's padding efficiency. ``critic_only`` (a critic-only pass): a separate
+        critic's forward + backward alone; with a value head, the policy trunk's forward (no
+        backward reaches it) and nothing else."""
         lengths = batch.valid[rows].sum(1)
         tokens = int(lengths.sum())
-        passes = 1 + int(with_critic and self.critic is not None)
+        passes = 1 + int(with_critic and self.critic is not None and not critic_only)
         self._positions["real"] += passes * tokens
         self._positions["computed"] += passes * len(rows) * (batch.tokens.shape[1] if width is None else width)
         add = self.meter.add_train_step if train else self.meter.add_forward
         model = self.policy if model is None else model
+        if critic_only:
+            if self.critic is not None:
+                add(self.n_critic, tokens, attention_flops(self.critic.shape.n_layers, self.critic.shape.d_model, lengths))
+            else:
+                self.meter.add_forward(self.n_policy, tokens, attention_flops(model.shape.n_layers, model.shape.d_model, lengths))
+            return
         add(count_params(model) if model is not self.policy else self.n_policy, tokens,
             attention_flops(model.shape.n_layers, model.shape.d_model, lengths))
         if with_critic and self.critic is not None:
@@ -457,6 +477,23 @@ class Trainer:
         if fitted is not None and out["values"] is not None:
             fitted[rows, :width] = shift_values(out["values"].detach())
         return loss
+
+    def _critic_slice_loss(self, rows: Tensor, width: int, w: dict[str, Tensor], batch: Batch, adv: Advantages,
+                           stats: UpdateStats, fitted: Tensor | None) -> Tensor:
+        """One micro-batch of a critic-only pass: ``critic_loss`` on the critic's values alone (a
+        separate critic's forward; a value head's on the detached trunk, so the policy gets no
+        gradient). Its share is logged as ``critic_pass_value_loss``."""
+        tokens = batch.tokens[rows, :width]
+        at = self._value_at[rows, :width]
+        if self.critic is not None:
+            values = self.critic(tokens, at=at)
+        else:
+            values = self.policy.forward_at(tokens, torch.zeros_like(at), detach_value=True)[1]
+        term, logged = self.critic_loss(rows, values, adv, w)
+        stats.step_part("critic_pass_value_loss", logged)
+        if fitted is not None:
+            fitted[rows, :width] = shift_values(values.detach())
+        return term
 
     # ----- checkpointing ----------------------------------------------------------------------
     def state_dict(self) -> dict:

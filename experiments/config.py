@@ -234,6 +234,9 @@ class PpoConfig(AlgoConfig):
     value_clip: Optional[float] = 0.2
     # updates that train only the critic before the policy moves
     value_warmup_updates: int = 0
+    # critic-only passes over each batch after the `epochs` joint ones (more critic fitting per
+    # rollout; costs a critic forward + backward per pass)
+    critic_epochs: int = 0
     # whiten advantages over the batch's action tokens
     norm_adv: bool = True
     # token: a value per sampled token | turn: one value per tool call
@@ -249,6 +252,7 @@ class PpoConfig(AlgoConfig):
         if self.value_clip is not None and self.value_clip <= 0:
             raise ConfigError(f"algo.value_clip={self.value_clip} must be > 0 (or null to disable)")
         _at_least("algo.value_warmup_updates", self.value_warmup_updates, 0)
+        _at_least("algo.critic_epochs", self.critic_epochs, 0)
         _at_least("algo.vf_coef", self.vf_coef, 0)
 
 

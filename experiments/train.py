@@ -44,6 +44,7 @@ from pathlib import Path
 import torch
 
 from experiments.config import ConfigError, TrainConfig, is_pair_run, register_configs, resolve_critic, validate
+from experiments.memory import release_freed_memory
 from experiments.rundir import RunDir, jsonable
 
 KILL_AFTER_UPDATE_ENV = "AGENTRL_TEST_KILL_AFTER_UPDATE"
@@ -212,6 +213,8 @@ def run(c: TrainConfig, resolved: dict | None = None) -> dict:
     logger.finish()
     print(json.dumps({k: summary[k] for k in ("eval/success", "start_model/success", "compute/rollouts", "updates", "run_dir")}),
           file=sys.stderr)
+    del policy, critic, reference, trainer, behavior, engine, evaluator
+    release_freed_memory()  # a joblib worker's next sweep job starts from what is still live
     return summary
 
 
