@@ -1,7 +1,7 @@
 """Closed-form claim measurements (C1-C5, C15, C16, C18, C25): small hand-sized inputs through the
 project's own ``algos`` functions (never a re-typed formula). Each ``measure_cNN() -> dict`` returns
-plain floats / lists / bools; the expected values and criteria are in
-``experiments/reproduce_claims.py``."""
+plain floats / lists / bools; the expected values are in the table of ``experiments/reproduce_claims.py``, the criteria in
+``experiments/claims/criteria.py``."""
 
 from __future__ import annotations
 

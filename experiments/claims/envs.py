@@ -2,8 +2,7 @@
 
 Each ``measure_cNN(...)`` builds the real environments, plays the project's scripted agents with
 fixed seeds and returns a flat dict of numbers (ints, floats, lists of numbers; 0/1 for yes/no).
-Setup and measurement only: the PASS criteria live with the claims table
-(beside the table in ``experiments/reproduce_claims.py``). Nothing is read from a cache or an earlier run.
+Setup and measurement only: the PASS criteria live in ``experiments/claims/criteria.py``. Nothing is read from a cache or an earlier run.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from experiments import reproduce_claims as rc
+from experiments.claims import criteria
 from experiments.claims import boundaries
 
 torch.set_num_threads(1)
@@ -39,7 +39,7 @@ def test_relabelling_a_compression_terminal_is_built_as_input():
 @pytest.mark.slow
 def test_c17_bootstrap_is_the_value_of_the_compressed_context():
     m = boundaries.measure_c17()
-    assert rc.c17_passes(m)  # the table's criterion holds on the same numbers
+    assert criteria.c17_passes(m)  # the table's criterion holds on the same numbers
     bs = m["boundaries"]
     assert m["rollouts"] == 32 and m["multi_segment"] > 0 and len(bs) >= m["multi_segment"]
     assert m["gamma"] == 1.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 
-from experiments import reproduce_claims as rc
+from experiments.claims import criteria
 from experiments.claims import closed_form as cf
 from experiments.claims.compare import C20_GRPO_KEYS, C20_MEAN_KEYS, C20_PPO_KEYS, C20_TASK_KEYS, COMPUTE_AXES, PROTOCOL_ITEMS
 
@@ -22,11 +22,11 @@ def _broken(m: dict, path: tuple, value) -> dict:
 
 def test_closed_form_criterion_fails_on_a_wrong_number():
     m = cf.measure_c2()
-    assert rc.c2_passes(m)
-    assert not rc.c2_passes(_broken(m, ("std",), 0.5773))  # the sample-std convention's sqrt(1/3)
+    assert criteria.c2_passes(m)
+    assert not criteria.c2_passes(_broken(m, ("std",), 0.5773))  # the sample-std convention's sqrt(1/3)
     m = cf.measure_c16()
-    assert rc.c16_passes(m)
-    assert not rc.c16_passes(_broken(m, ("continue_residual",), -0.6))  # compression treated as terminal
+    assert criteria.c16_passes(m)
+    assert not criteria.c16_passes(_broken(m, ("continue_residual",), -0.6))  # compression treated as terminal
 
 
 def _setting(mixed_rate: float, p_mix: float, **extra) -> dict:
@@ -41,11 +41,11 @@ C6 = {"group_size": 8, "task_index": 0, "hard_task_index": 0,
 
 
 def test_c6_criterion():
-    assert rc.c6_passes(C6)
-    assert "inside" in rc.c6_text(C6)
+    assert criteria.c6_passes(C6)
+    assert "inside" in criteria.c6_text(C6)
     bad = _broken(C6, ("independent", "p_mix"), 0.96)  # e.g. P_mix with a wrong G: outside [0.84, 0.94]
-    assert not rc.c6_passes(bad) and "OUTSIDE" in rc.c6_text(bad)
-    assert not rc.c6_passes(_broken(C6, ("shared_seed", "mixed_rate"), 0.95))  # correlated but mixing more
+    assert not criteria.c6_passes(bad) and "OUTSIDE" in criteria.c6_text(bad)
+    assert not criteria.c6_passes(_broken(C6, ("shared_seed", "mixed_rate"), 0.95))  # correlated but mixing more
 
 
 C8 = {"rollouts": 2, "rows": 2, "width": 10, "env_tokens": 12, "bos": 2, "sep": 4, "forced_eos": 0, "observation": 6,
@@ -57,10 +57,10 @@ C8 = {"rollouts": 2, "rows": 2, "width": 10, "env_tokens": 12, "bos": 2, "sep": 
 
 
 def test_c8_criterion():
-    assert rc.c8_passes(C8)
-    assert not rc.c8_passes(_broken(C8, ("env_weight_max",), 0.0625))  # an observation token weighted
-    assert not rc.c8_passes(_broken(C8, ("temperatures",), [None]))  # temperature not stored
-    assert not rc.c8_passes(_broken(C8, ("grad_env_observations",), 0))  # the wrong mask changes nothing
+    assert criteria.c8_passes(C8)
+    assert not criteria.c8_passes(_broken(C8, ("env_weight_max",), 0.0625))  # an observation token weighted
+    assert not criteria.c8_passes(_broken(C8, ("temperatures",), [None]))  # temperature not stored
+    assert not criteria.c8_passes(_broken(C8, ("grad_env_observations",), 0))  # the wrong mask changes nothing
 
 
 def _boundary(r=0.0, V=0.5, boot=0.7, V_reset=0.4) -> dict:
@@ -74,13 +74,13 @@ C17 = {"rollouts": 4, "multi_segment": 2, "gamma": 1.0, "lam": 0.95, "boundaries
 
 
 def test_c17_criterion():
-    assert rc.c17_passes(C17)
+    assert criteria.c17_passes(C17)
     # the trainer itself labelling a compression terminal (bootstrap 0)
     bad = copy.deepcopy(C17)
     bad["boundaries"][1].update(terminated=True, boot=0.0, td_c=1.0 - 0.5)
-    assert not rc.c17_passes(bad)
-    assert not rc.c17_passes(_broken(C17, ("boundaries", 0, "boot"), 0.4))  # bootstrapped from the reset context
-    assert not rc.c17_passes({**C17, "boundaries": []})  # nothing measured is not a PASS
+    assert not criteria.c17_passes(bad)
+    assert not criteria.c17_passes(_broken(C17, ("boundaries", 0, "boot"), 0.4))  # bootstrapped from the reset context
+    assert not criteria.c17_passes({**C17, "boundaries": []})  # nothing measured is not a PASS
 
 
 def _run(group_size: int) -> dict:
@@ -94,11 +94,11 @@ C19 = {"budget": 256, "grpo": _run(4), "ppo": _run(1), "protocol_items": len(PRO
 
 
 def test_c19_criterion():
-    assert rc.c19_passes(C19)
+    assert criteria.c19_passes(C19)
     bad = {**C19, "protocol_differ": ["eval.samples_per_task"]}
-    assert not rc.c19_passes(bad) and "differ: eval.samples_per_task" in rc.c19_text(bad)
-    assert not rc.c19_passes(_broken(C19, ("ppo", "compute/train_flops"), None))  # an axis missing
-    assert not rc.c19_passes(_broken(C19, ("ppo", "compute/rollouts"), 200.0))  # budget not spent
+    assert not criteria.c19_passes(bad) and "differ: eval.samples_per_task" in criteria.c19_text(bad)
+    assert not criteria.c19_passes(_broken(C19, ("ppo", "compute/train_flops"), None))  # an axis missing
+    assert not criteria.c19_passes(_broken(C19, ("ppo", "compute/rollouts"), 200.0))  # budget not spent
 
 
 def _diag(keys: tuple, summary: dict) -> dict:
@@ -112,12 +112,12 @@ C20 = {"budget": 256, "grpo": _diag(C20_GRPO_KEYS, SUMMARY),
 
 
 def test_c20_criterion():
-    assert rc.c20_passes(C20)
+    assert criteria.c20_passes(C20)
     bad = _broken(C20, ("grpo", "finite_updates", "rollout/all_one_rate"), 2)
-    assert not rc.c20_passes(bad) and "grpo rollout/all_one_rate" in rc.c20_text(bad)
-    assert not rc.c20_passes(_broken(C20, ("ppo", "heldout_ev"), [None, None, None]))
-    assert not rc.c20_passes(_broken(C20, ("ppo", "heldout_points"), [None, 12, 5]))  # NaN EV without a count
-    assert not rc.c20_passes(_broken(C20, ("ppo", "eval_split"), "train"))
+    assert not criteria.c20_passes(bad) and "grpo rollout/all_one_rate" in criteria.c20_text(bad)
+    assert not criteria.c20_passes(_broken(C20, ("ppo", "heldout_ev"), [None, None, None]))
+    assert not criteria.c20_passes(_broken(C20, ("ppo", "heldout_points"), [None, 12, 5]))  # NaN EV without a count
+    assert not criteria.c20_passes(_broken(C20, ("ppo", "eval_split"), "train"))
 
 
 def _mode(r0, r1, s0, s1) -> dict:
@@ -132,23 +132,23 @@ C24 = {"budget": 1024, "seed": 0, "biased_mode": "biased_process",
 
 
 def test_c24_trainer_criterion():
-    assert rc.c24_trainer_passes(C24)
+    assert criteria.c24_trainer_passes(C24)
     # reward - success in the last quarter 0.1 < 0.2
-    assert not rc.c24_trainer_passes(_broken(C24, ("biased", "reward_last"), 0.5))
+    assert not criteria.c24_trainer_passes(_broken(C24, ("biased", "reward_last"), 0.5))
     # outcome reward disagreeing with verified success (0.5 vs 0.3)
-    assert not rc.c24_trainer_passes(_broken(C24, ("outcome", "success_last"), 0.3))
+    assert not criteria.c24_trainer_passes(_broken(C24, ("outcome", "success_last"), 0.3))
     # grpo_process: reward - success 0.6 - 0.45 = 0.15 < 0.2 (and success grew 0.45 > reward's 0.3)
-    assert not rc.c24_trainer_passes(_broken(C24, ("process_biased", "success_last"), 0.45))
+    assert not criteria.c24_trainer_passes(_broken(C24, ("process_biased", "success_last"), 0.45))
     # grpo_process: success grew as much as the reward (0.3 -> 0.6 and 0.0 -> 0.3): not farmed
-    assert not rc.c24_trainer_passes(_broken(_broken(C24, ("process_biased", "success_last"), 0.3),
+    assert not criteria.c24_trainer_passes(_broken(_broken(C24, ("process_biased", "success_last"), 0.3),
                                              ("process_biased", "reward_last"), 0.6))
     # the process run must be grpo_process under the biased mode
-    assert not rc.c24_trainer_passes(_broken(C24, ("process_biased", "algo"), "grpo"))
-    assert not rc.c24_trainer_passes(_broken(C24, ("process_biased", "mode"), "process"))
+    assert not criteria.c24_trainer_passes(_broken(C24, ("process_biased", "algo"), "grpo"))
+    assert not criteria.c24_trainer_passes(_broken(C24, ("process_biased", "mode"), "process"))
 
 
 def test_c24_trainer_text_reports_grpo_process_next_to_grpo():
-    text = rc.c24_trainer_text(C24)
+    text = criteria.c24_trainer_text(C24)
     assert ("trainer grpo_process (step rewards as the advantage signal, same budget, start model and seed) under "
             "biased_process: train reward 0.300 -> 0.600, verified success 0.000 -> 0.100 (reward - success "
             "+0.500, need >= 0.2), scored steps 0.40 of all") in text

@@ -8,6 +8,7 @@ import pytest
 
 from envs.long_horizon import LongHorizonEnv
 from experiments import reproduce_claims as rc
+from experiments.claims import criteria
 from experiments.claims import envs as envs_claims
 
 
@@ -29,16 +30,16 @@ def test_env_row_passes_on_v1(cid):
 
 def test_scripted_c24_part_passes_on_v1():
     m = envs_claims.measure_c24_agents()
-    assert rc.c24_agents_passes(m), rc.c24_agents_text(m)
+    assert criteria.c24_agents_passes(m), criteria.c24_agents_text(m)
 
 
 def test_env_criteria_fail_on_violating_numbers():
     c9 = {"n_stages": [197, 197, 7, 7], "verbose": [0, 1000, 0, 1000], "turns": [200, 200, 10, 10],
           "context_tokens": [2074, 2074, 174, 174], "wrapper_tokens": [2074, 2074, 174, 174], "verified": [1] * 4}
-    assert not rc.c9_passes(c9)  # context does not grow with verbose
+    assert not criteria.c9_passes(c9)  # context does not grow with verbose
     c10 = {"lossy_repeats": 2.0, "structured_repeats": 0.0, "lossy_min_compressions": 3, "structured_min_compressions": 3}
-    assert not rc.c10_passes(c10) and rc.c10_passes({**c10, "lossy_repeats": 3.0})
+    assert not criteria.c10_passes(c10) and criteria.c10_passes({**c10, "lossy_repeats": 3.0})
     c23 = {"tasks": 3, "train_reward_1_verified_0": 0, "verified_is_eval_verdict": 3, "reward_is_train_verdict": 3,
            "distinct_graders": 3, "shared_inputs": 0}
-    assert not rc.c23_passes(c23) and rc.c23_passes({**c23, "train_reward_1_verified_0": 1})
-    assert not rc.c23_passes({**c23, "train_reward_1_verified_0": 1, "shared_inputs": 2})
+    assert not criteria.c23_passes(c23) and criteria.c23_passes({**c23, "train_reward_1_verified_0": 1})
+    assert not criteria.c23_passes({**c23, "train_reward_1_verified_0": 1, "shared_inputs": 2})

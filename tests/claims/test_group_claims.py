@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from algos.advantages import group_advantages
-from experiments import reproduce_claims as rc
+from experiments.claims import criteria
 from experiments.claims import groups
 from experiments.claims.common import rollout_batch
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 def test_c6_independent_groups_match_p_mix_and_correlated_groups_mix_less():
     m = groups.measure_c6()
-    assert rc.c6_passes(m)  # the table's criterion holds on the same numbers
+    assert criteria.c6_passes(m)  # the table's criterion holds on the same numbers
     ind, shared, mixed = m["independent"], m["shared_seed"], m["mixed_tasks"]
     # groups with a masked member (an infra error) are left out: the rest have all 8 tries
     assert 100 <= ind["groups"] <= 120 and ind["trials"] == 8 * ind["groups"] and 0 < ind["p_hat"] < 1
@@ -32,7 +32,7 @@ def test_c6_independent_groups_match_p_mix_and_correlated_groups_mix_less():
 
 def test_c12_short_success_and_long_failure_get_plus_and_minus_one():
     m = groups.measure_c12()
-    assert rc.c12_passes(m)  # the table's criterion holds on the same numbers
+    assert criteria.c12_passes(m)  # the table's criterion holds on the same numbers
     assert (m["win"]["turns"], m["lose"]["turns"]) == (4, 10)
     assert (m["win"]["verified"], m["lose"]["verified"]) == (1, 0)
     assert m["win"]["action_tokens"] != m["lose"]["action_tokens"]
@@ -43,7 +43,7 @@ def test_c12_short_success_and_long_failure_get_plus_and_minus_one():
 
 def test_c13_segments_stay_two_group_members():
     m = groups.measure_c13()
-    assert rc.c13_passes(m)  # the table's criterion holds on the same numbers
+    assert criteria.c13_passes(m)  # the table's criterion holds on the same numbers
     assert (m["good"]["segments"], m["bad"]["segments"]) == (3, 6) and m["rows"] == 9
     assert m["group_inputs"] == 2 and m["n_groups"] == 1 and m["trajectory_advantages"] == [1.0, -1.0]
     assert m["segments_share"]
@@ -52,7 +52,7 @@ def test_c13_segments_stay_two_group_members():
 
 def test_c14_grpo_advantage_is_constant_inside_each_trajectory():
     m = groups.measure_c14()
-    assert rc.c14_passes(m)  # the table's criterion holds on the same numbers
+    assert criteria.c14_passes(m)  # the table's criterion holds on the same numbers
     assert m["rollouts"] == 64 and m["max_spread"] == 0.0 and m["equal_to_trajectory"] and m["env_tokens_zero"]
     assert m["mixed_groups"] > 0 and m["successes_above_failures"]
     # the example group's values are the group advantages of its rewards, computed independently

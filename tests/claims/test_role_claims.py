@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from algos.advantages import group_advantages
-from experiments import reproduce_claims as rc
+from experiments.claims import criteria
 from experiments.claims import roles
 from experiments.claims.common import rollout_batch
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 def test_c7_stale_behavior_logprobs_differ_from_old_ones_and_reference_is_frozen():
     m = roles.measure_c7()
-    assert rc.c7_passes(m)  # the table's criterion holds on the same numbers
+    assert criteria.c7_passes(m)  # the table's criterion holds on the same numbers
     assert m["updates"] == 2 and (m["sampler_version"], m["policy_version"], m["lag"]) == (0, 1, 1)
     assert m["token_versions"] == [0]
     assert m["first_gap_max"] < 1e-5 < 1e-3 < m["stale_gap_max"]  # same weights at update 1, one step behind at 2
@@ -28,7 +28,7 @@ def test_c7_stale_behavior_logprobs_differ_from_old_ones_and_reference_is_frozen
 
 def test_c8_observation_tokens_get_no_weight_and_the_wrong_mask_puts_them_in_the_loss():
     m = roles.measure_c8()
-    assert rc.c8_passes(m)  # the table's criterion holds on the same numbers
+    assert criteria.c8_passes(m)  # the table's criterion holds on the same numbers
     assert m["env_tokens"] == m["bos"] + m["observation"] + m["sep"] + m["forced_eos"]
     assert m["env_weight_max"] == 0.0 and m["env_advantage_max"] == 0.0 and m["sampled_is_action_mask"]
     assert m["sampled_weight_min"] == pytest.approx(1 / m["sampled_tokens"])  # token-mean: 1 / action tokens

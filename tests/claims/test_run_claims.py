@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from experiments import reproduce_claims as rc
+from experiments.claims import criteria
 from experiments.claims import compare, process
 
 torch.set_num_threads(1)
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 def test_c19_compute_matched_runs_report_every_axis_under_one_protocol():
     m = compare.measure_c19()
-    assert rc.c19_passes(m)  # the table's criterion holds on the same numbers
+    assert criteria.c19_passes(m)  # the table's criterion holds on the same numbers
     g, p = m["grpo"], m["ppo"]
     assert (g["group_size"], p["group_size"]) == (4, 1)
     assert m["protocol_differ"] == [] and m["protocol_items"] == len(compare.PROTOCOL_ITEMS) and m["same_start"]
@@ -32,7 +32,7 @@ def test_c19_compute_matched_runs_report_every_axis_under_one_protocol():
 
 def test_c20_diagnostics_are_logged_in_every_update():
     m = compare.measure_c20()
-    assert rc.c20_passes(m)  # the table's criterion holds on the same numbers
+    assert criteria.c20_passes(m)  # the table's criterion holds on the same numbers
     for name in ("grpo", "ppo"):
         r = m[name]
         assert r["eval_split"] == "heldout"
@@ -46,7 +46,7 @@ def test_c20_diagnostics_are_logged_in_every_update():
 
 def test_c24_biased_process_reward_is_farmed_by_the_trainer():
     m = process.measure_c24_trainer()
-    assert rc.c24_trainer_passes(m)  # the table's criterion holds on the same numbers
+    assert criteria.c24_trainer_passes(m)  # the table's criterion holds on the same numbers
     b, o = m["biased"], m["outcome"]
     assert b["updates"] == o["updates"] == process.C24_BUDGET // 16
     # under the biased reward the training reward outgrows the verified success ...
