@@ -104,7 +104,7 @@ class CentralCriticPPOTrainer(PPOTrainer):
         if algo.value_level != "turn":
             raise ValueError(f"algo.value_level={algo.value_level!r} invalid for ppo_ctde; allowed: turn "
                              "(one joint state per decision point)")
-        if getattr(algo, "critic_epochs", 0):
+        if algo.critic_epochs:
             raise ValueError(f"algo.critic_epochs={algo.critic_epochs} is not supported by ppo_ctde; allowed: 0 "
                              "(its critic reads joint states, not the actor's rows)")
         super().__init__(algo, policy, critic, reference, temperature, meter)
