@@ -172,7 +172,8 @@ def render_report(sweep_dir: str | Path, title: str | None = None, references: b
         md.append("")
         md += _reference_md(methods, refs[env])
     if warnings:
-        md.append("**Caution: the runs are not compute-matched** (see the list below); the verdicts compare unlike runs.")
+        md.append("**Caution: the runs are not compute-matched or not protocol-matched** (see the list below); the "
+                  "verdicts compare unlike runs.")
         md.append("")
     md.append(
         f"All `a ± b` values are the mean over seeds ± the half-width of the two-sided "
@@ -182,10 +183,11 @@ def render_report(sweep_dir: str | Path, title: str | None = None, references: b
     )
     md.append("")
     if warnings:
-        md.append("**Not compute-matched:**")
+        md.append("**Not compute-matched or not protocol-matched:**")
         md += [f"- {w}" for w in warnings]
     else:
-        md.append("Test budget, training budget, start model and seeds are identical across methods in every env.")
+        md.append("Test budget, training budget, start model, loss aggregation, learning rate and seeds are identical "
+                  "across methods in every env.")
     md.append("")
     md.append("## Final table (summary.json of each run)")
     md.append("")

@@ -70,9 +70,36 @@ def final_table(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list[list[
     return rows
 
 
+#: update knobs every method of a comparison must share (``PROTOCOL_KEYS[key]`` names it in a
+#: warning): the loss aggregation moved GRPO's held-out success by +0.10 on the main job (README
+#: "The main job"), so a report over runs that weigh trajectories differently compares conventions,
+#: not estimators. Runs whose config lacks a key (older runs) are left out of that key's check.
+PROTOCOL_KEYS = {"algo.loss_agg": "loss aggregations", "algo.lr": "learning rates"}
+
+
+def _protocol_warnings(env: str, runs: Sequence[Run]) -> list[str]:
+    """One line per :data:`PROTOCOL_KEYS` entry whose value differs across ``runs``, listing each
+    value with the methods that used it, e.g. ``bugfix: loss aggregations differ across runs
+    (task-mean: grpo; token-mean: ppo)``."""
+    out = []
+    for key, what in PROTOCOL_KEYS.items():
+        methods_of: dict[str, set[str]] = {}
+        for r in runs:
+            try:
+                value = config_get(r.config, key)
+            except KeyError:
+                continue
+            methods_of.setdefault(str(value), set()).add(r.algo)
+        if len(methods_of) > 1:
+            parts = "; ".join(f"{v}: {', '.join(sorted(m))}" for v, m in sorted(methods_of.items()))
+            out.append(f"{env}: {what} differ across runs ({parts})")
+    return out
+
+
 def fairness_warnings(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list[str]:
     """What differs across runs that C19 says must be fixed: test budget, training budget (kind
-    and amount), start model; and whether the methods ran the same seeds."""
+    and amount), start model, the shared update knobs of :data:`PROTOCOL_KEYS`; and whether the
+    methods ran the same seeds."""
     out = []
     for env, methods in groups.items():
         all_runs = [r for runs in methods.values() for r in runs]
@@ -85,6 +112,7 @@ def fairness_warnings(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list
         starts = {str(r.summary["start_model/path"]) for r in all_runs}
         if len(starts) > 1:
             out.append(f"{env}: start models differ across runs ({', '.join(sorted(starts))})")
+        out += _protocol_warnings(env, all_runs)
         seeds = {m: tuple(r.seed for r in runs) for m, runs in methods.items()}
         if len(set(seeds.values())) > 1:
             out.append(f"{env}: methods ran different seeds ({seeds})")

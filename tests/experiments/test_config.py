@@ -139,6 +139,15 @@ def test_compare_presets_inherit_the_base(preset):
         assert c.env.kwargs["difficulty"] == "tutorial" and list(c.env.kwargs["program_lines"]) == [2, 3]
         assert list(c.eval.env_kwargs["program_lines"]) == [2, 3] and c.eval.every == 40
         assert (c.warmstart.noise, c.warmstart.demos, c.warmstart.processes) == (0.2, 3000, 2)
+        # every trajectory weighs the same in every method's loss (README "The main job": token-mean
+        # over-weights long failing episodes under GRPO's broadcast advantage; GRPO 0.55 -> 0.66)
+        for algo in ("grpo", "ppo", "rloo", "gigpo", "grpo_process"):
+            with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+                other = compose(config_name="config", overrides=[f"experiment={preset}", f"algo={algo}",
+                                                                 "run_dir=unused"])
+            assert other.algo.loss_agg == "task-mean", algo
+    else:  # the other presets keep the schema's token-mean (not re-measured under task-mean)
+        assert c.algo.loss_agg == "token-mean"
 
 
 def test_algo_name_must_match_its_schema():

@@ -194,6 +194,30 @@ def test_grpo_without_critic_keys_is_fine_and_unfair_sweeps_are_flagged(tmp_path
     assert "0.500 ± n/a" in rep.markdown  # one seed per method
 
 
+def test_runs_with_different_loss_aggregation_or_lr_are_flagged(tmp_path):
+    """Re-rendering a report over runs of two sweeps (README: ``experiments.report DIR``) must say
+    when the methods weighed trajectories differently or stepped at different rates; a run
+    without the key (an older config) is left out of that check, not guessed."""
+    for i, (algo, seed, agg, lr) in enumerate([("grpo", 0, "task-mean", 3e-4), ("grpo", 1, "task-mean", 3e-4),
+                                               ("ppo", 0, "token-mean", 3e-4), ("ppo", 1, None, 6e-4)]):
+        run = write_run(tmp_path / str(i), algo, "bugfix", seed)
+        cfg = yaml.safe_load((run / "config.yaml").read_text())
+        cfg["algo"]["lr"] = lr
+        if agg is not None:
+            cfg["algo"]["loss_agg"] = agg
+        (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+    rep = R.render_report(tmp_path, references=False)
+    assert "bugfix: loss aggregations differ across runs (task-mean: grpo; token-mean: ppo)" in rep.warnings
+    assert "bugfix: learning rates differ across runs (0.0003: grpo, ppo; 0.0006: ppo)" in rep.warnings
+    assert "Not compute-matched or not protocol-matched" in rep.markdown
+    # the same knobs everywhere: no protocol line
+    for i in range(4):
+        cfg = yaml.safe_load((tmp_path / str(i) / "config.yaml").read_text())
+        cfg["algo"].update(loss_agg="task-mean", lr=3e-4)
+        (tmp_path / str(i) / "config.yaml").write_text(yaml.safe_dump(cfg))
+    assert R.render_report(tmp_path, references=False).warnings == []
+
+
 def test_cli_prints_markdown_and_fails_cleanly(tmp_path):
     sweep = make_sweep(tmp_path / "s")
     out = run_entry("experiments.report", [str(sweep), "--no-references"])  # in this process (tests/entry.py)
