@@ -189,3 +189,24 @@ def clip_fraction(clipped: Tensor, mask: Tensor) -> float:
     if count == 0:
         return float("nan")
     return int((c & m).sum()) / count
+
+
+def signed_advantage_mass(advantages: Tensor, weights: Tensor) -> float:
+    """m = sum_{b,t} w_{b,t} A_{b,t} / sum_{b,t} w_{b,t} |A_{b,t}|,  in [-1, 1].
+
+    The net direction in which a policy-gradient step with loss weights ``w`` (the aggregation
+    weights of ``algos.losses.aggregation_weights``, >= 0) pushes the log-probabilities of the
+    batch's own sampled tokens: -0.2 means 60 % of the weighted advantage mass is negative, so on
+    balance the step lowers what the batch did. For advantages that sum to 0 per group (GRPO,
+    RLOO) weighted per trajectory (``task-mean``) it is 0; under ``token-mean`` it is negative when
+    the negative-advantage trajectories are the longer ones (claim C18's weighting). Shapes:
+    ``advantages`` and ``weights`` the same shape (typically [R, T]); 0 where the denominator is 0.
+    """
+    a = _as_float("advantages", advantages)
+    w = _as_float("weights", weights)
+    if a.shape != w.shape:
+        raise ValueError(f"weights has shape {tuple(w.shape)}, expected {tuple(a.shape)} (the shape of advantages)")
+    if bool((w < 0).any()):
+        raise ValueError("weights must be >= 0 (aggregation weights)")
+    den = float((w * a.abs()).sum())
+    return float((w * a).sum()) / den if den > 0 else 0.0

@@ -50,6 +50,7 @@ from torch import Tensor
 from algos.advantages import pick
 from algos.batch import Batch, Trajectory, collate, length_buckets, row_lengths
 from algos.compute import ComputeMeter, attention_flops
+from algos.metrics import signed_advantage_mass
 from algos.losses import (
     OFF_POLICY_CORRECTIONS,
     RATIO_KINDS,
@@ -359,6 +360,10 @@ class Trainer:
         metrics["train/sampler_version_lag"] = float(self.updates_done - stale.float().mean()) if stale.numel() else 0.0
         metrics.update(self.fit_metrics(batch, adv, fitted))
         metrics["train/agg_weight_shift"] = agg_weight_shift(batch)
+        # the policy term's weights on the whole batch (one optimizer batch): the same number
+        # however the update is split into minibatches and micro-batches
+        whole = self.loss_weights(torch.arange(r), batch, inputs, adv)["policy"]
+        metrics["train/signed_adv_mass"] = signed_advantage_mass(adv.tokens, whole)
         metrics["train/tokens"] = int(batch.valid.sum())
         metrics["train/action_tokens"] = int(act.sum())
         metrics["train/rows"] = r

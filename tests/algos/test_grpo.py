@@ -146,6 +146,21 @@ def test_micro_batches_accumulate_to_the_full_batch_update():
             torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4)
 
 
+def test_signed_advantage_mass_is_logged_and_does_not_depend_on_the_split():
+    """train/signed_adv_mass of a group of two: a 1-turn success (2 action tokens: word + EOS,
+    A = +1) and a 3-turn failure (6 action tokens, A = -1; adv_eps 0). token-mean: (2 - 6) / 8 =
+    -0.5 (the longer failure outweighs the success); task-mean: 1/2 - 1/2 = 0, also when the
+    failure is cut into 2 segments. The same value for every split into minibatches / slices."""
+    def mass(fail_segments, **kw):
+        trajs = [make_traj([1], 1.0, seed=1), make_traj(fail_segments, 0.0, seed=2)]
+        return _update(trajs, adv_eps=0.0, **kw)[1]["train/signed_adv_mass"]
+
+    for split in ({}, {"micro_batch_rows": 1}, {"minibatches": 2}):
+        assert mass([3], loss_agg="token-mean", **split) == pytest.approx(-0.5)
+        assert mass([3], loss_agg="task-mean", **split) == pytest.approx(0.0, abs=1e-7)
+        assert mass([1, 2], loss_agg="task-mean", **split) == pytest.approx(0.0, abs=1e-7)
+
+
 def test_update_refuses_trajectories_sampled_at_another_temperature():
     """Old log-probs are recomputed at the trainer's temperature; behavior log-probs taken at a
     different one would make every ratio wrong, so the update stops with a clear error."""

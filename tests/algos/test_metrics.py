@@ -234,3 +234,25 @@ def test_ev_ceiling_recovers_the_true_value_functions_ev():
     assert explained_variance(p, g) == pytest.approx(0.42667, abs=0.03)  # the true V*'s own EV
     # the branch MEAN is a noisy V*: its EV is ~ 1 - (1 + 1/8)(1 - EV*) = 0.355, below the ceiling
     assert explained_variance(b.mean(1), g) == pytest.approx(0.355, abs=0.03)
+
+
+def test_signed_advantage_mass_hand_computed():
+    """A group of two: a 2-token success (A = +1) and a 6-token failure (A = -1), one row each.
+    token-mean: w = 1/8 per token -> sum w A = (2 - 6) / 8 = -0.5, sum w |A| = 8 / 8 = 1 -> -0.5.
+    task-mean: w = 1/2/2 on the success's tokens, 1/6/2 on the failure's -> 0.5 - 0.5 = 0."""
+    from algos.losses import aggregation_weights
+    from algos.metrics import signed_advantage_mass
+
+    mask = torch.tensor([[1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1]])
+    adv = torch.tensor([[1.0, 1.0, 0, 0, 0, 0], [-1.0] * 6])
+    tok = aggregation_weights(mask, "token-mean")
+    task = aggregation_weights(mask, "task-mean", traj_ids=torch.tensor([0, 1]))
+    assert signed_advantage_mass(adv, tok) == pytest.approx(-0.5)
+    assert signed_advantage_mass(adv, task) == pytest.approx(0.0, abs=1e-7)
+    # advantages 3x larger: the same mass (a ratio of weighted sums); all zero: 0, not NaN
+    assert signed_advantage_mass(3 * adv, tok) == pytest.approx(-0.5)
+    assert signed_advantage_mass(torch.zeros(2, 6), tok) == 0.0
+    with pytest.raises(ValueError, match=r"weights has shape \(2, 5\), expected \(2, 6\)"):
+        signed_advantage_mass(adv, tok[:, :5])
+    with pytest.raises(ValueError, match="weights must be >= 0"):
+        signed_advantage_mass(adv, -tok)
