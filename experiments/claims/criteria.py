@@ -513,15 +513,18 @@ def c22_passes(m: dict) -> bool:
 
 def c22_text(m: dict) -> str:
     ci = lambda k: f"[{m[k + '_lo']:.2f}, {m[k + '_hi']:.2f}]"  # noqa: E731
+    reps = ", ".join(f"{x:+.2f}" for x in m["c22_msg_tv_diff_replicates"])
     return (f"PairFix-v1, ppo_independent from one BC start, {m['c22_updates']} updates, B frozen vs training, "
-            f"{m['c22_eval_episodes']} eval episodes on bug-only-in-a train tasks: A's success start "
+            f"{m['c22_replicates']} training replicates x {m['c22_eval_episodes']} eval episodes on bug-only-in-a "
+            f"train tasks (pooled): A's success start "
             f"{m['c22_success_a_only_start']:.2f} {ci('c22_success_a_only_start')}, B frozen "
             f"{m['c22_success_a_only_frozen']:.2f} {ci('c22_success_a_only_frozen')}, B training "
             f"{m['c22_success_a_only_training']:.2f} {ci('c22_success_a_only_training')}; TV of A's received message "
             f"words to the start (words {m['c22_messages_received_start']}): B frozen {m['c22_msg_tv_frozen']:.2f} "
             f"{ci('c22_msg_tv_frozen')} (words {m['c22_messages_received_frozen']}), B training "
             f"{m['c22_msg_tv_training']:.2f} {ci('c22_msg_tv_training')} (words {m['c22_messages_received_training']}), "
-            f"difference {m['c22_msg_tv_diff']:.2f} {ci('c22_msg_tv_diff')}; critic inputs (same ridge probe, "
+            f"difference {m['c22_msg_tv_diff']:.2f} {ci('c22_msg_tv_diff')} (per replicate {reps}); critic inputs "
+            f"(same ridge probe, "
             f"{m['c22_heldout_points']} held-out decision points, noisy-oracle success {m['c22_heldout_success']:.2f}): "
             f"held-out EV central {m['c22_ev_central']:.3f} (a {m['c22_ev_central_a']:.3f}, b {m['c22_ev_central_b']:.3f}) "
             f"vs local {m['c22_ev_local']:.3f} (a {m['c22_ev_local_a']:.3f}, b {m['c22_ev_local_b']:.3f}), difference "

@@ -19,8 +19,12 @@ centralized critic's inputs explain returns better than local critics' inputs.
    paired draws: how much of A's environment change comes from B learning rather than from A's
    own updates and sampling noise. The policy learning rate ``lr`` is set so B's message
    distribution moves within ``updates`` updates: measured at seed 0, lr 1e-3 for 3 or 6 updates
-   barely moves it (the interval of the difference includes 0), lr 2e-3 for 4 updates moves it
-   (B sends fewer and other words), lr 3e-3 nearly silences B.
+   barely moves it (the interval of the difference includes 0), lr 3e-3 nearly silences B. At lr
+   2e-3 one training run is not enough: with 4 updates the difference was +0.03, -0.02 and +0.31
+   at seeds 0, 1, 2 (session 8, AMD Zen 4; the Zen 3 and Xeon machine kinds had read seed 0 above
+   0), with 8 updates +0.24, +0.43, +0.44, +0.11 at seeds 0-3. So the claim runs 8 updates in
+   ``replicates`` training replicates (rollout and evaluation seeds ``seed + r``) and pools them
+   (``nonstationarity``): the mean difference, with a stratified paired bootstrap interval.
 2. **Centralized vs local critic inputs** (``critic_information_gap``). On a fixed data set of
    noisy scripted-oracle pair episodes (``PairOracle(demo_noise)``: each fix is a wrong edit with
    that probability, so the outcome is random and decided partly in the OTHER agent's file), each
@@ -111,8 +115,42 @@ def _interval(draws: np.ndarray) -> tuple[float, float]:
     return float(np.quantile(draws, 0.025)), float(np.quantile(draws, 0.975))
 
 
-def nonstationarity(c: PairConfig, n_boot: int, rng: np.random.Generator) -> dict:
-    """Part 1 of the module docstring on config ``c`` (``c.algo`` must be ``ppo_independent``)."""
+def _replicate_episodes(c: PairConfig, start: dict, engine, a_only: list[int], seed: int) -> tuple[list, dict]:
+    """One replicate of part 1 with rollout and evaluation seed ``seed``: the start pair's
+    evaluation episodes and, for B frozen and B training, the episodes after ``c.updates`` updates."""
+    def evaluate(models) -> list[dict]:
+        gen = torch.Generator().manual_seed(70_000 + seed)
+        return engine.collect(models, pair_requests(c.eval_episodes, 70_000 + seed, "train", a_only), -1, gen)
+
+    eval_start = evaluate(start)
+    ends = {}
+    for run, frozen in (("frozen", ("b",)), ("training", ())):
+        policies = {a: copy.deepcopy(m) for a, m in start.items()}
+        trainers = {a: make_trainer("ppo_independent", c.algo_config(), policies[a], critic=ValueModel(start[a].shape),
+                                    temperature=c.temperature) for a in AGENTS}
+        learner = PairLearner(trainers, frozen=frozen)
+        gen = torch.Generator().manual_seed(seed)
+        for k in range(c.updates):
+            reqs = pair_requests(c.episodes_per_update, 1000 * (k + 1) + seed,
+                                 task_indices=[(k * c.episodes_per_update + i) % c.train_tasks
+                                               for i in range(c.episodes_per_update)])
+            learner.update(engine.collect(learner.models(), reqs, k, gen))
+        ends[run] = evaluate(learner.models())
+    return eval_start, ends
+
+
+def nonstationarity(c: PairConfig, n_boot: int, rng: np.random.Generator, replicates: int = 1) -> dict:
+    """Part 1 of the module docstring on config ``c`` (``c.algo`` must be ``ppo_independent``),
+    over ``replicates`` training replicates from the same start pair: replicate ``r`` uses
+    rollout and evaluation seed ``c.seed + r`` (replicate 0 is the single-replicate measurement).
+    Pooled over replicates: successes are summed (Wilson interval on the pooled counts); every TV
+    is the mean of the replicates' TVs, and its interval comes from the mean of their paired
+    bootstrap draws (each replicate resampled within its own episodes, the draws averaged: a
+    stratified bootstrap of the mean). ``c22_msg_tv_diff_replicates`` lists each replicate's
+    difference: B's learning moves from one training run to the next far more than the
+    evaluation episodes do (measured at 4 updates, seeds 0-2: +0.03, -0.02, +0.31)."""
+    if replicates < 1:
+        raise ValueError(f"replicates={replicates} must be >= 1")
     tok = get_tokenizer()
     shape = PolicyShape(vocab_size=tok.vocab_size, d_model=c.d_model, n_layers=c.n_layers, n_heads=c.n_heads,
                         max_len=c.max_len)
@@ -122,46 +160,43 @@ def nonstationarity(c: PairConfig, n_boot: int, rng: np.random.Generator) -> dic
     engine = PairRolloutEngine(c.num_envs, c.max_len, c.max_action_tokens, c.temperature, c.env_kwargs)
     a_only = [i for i in indices_with_bug_in("a", c.train_tasks) if i < c.train_tasks]
 
-    def evaluate(models) -> list[dict]:
-        gen = torch.Generator().manual_seed(70_000 + c.seed)
-        return engine.collect(models, pair_requests(c.eval_episodes, 70_000 + c.seed, "train", a_only), -1, gen)
-
-    eval_start = evaluate(start)
-    ends = {}
-    for run, frozen in (("frozen", ("b",)), ("training", ())):
-        policies = {a: copy.deepcopy(m) for a, m in start.items()}
-        trainers = {a: make_trainer("ppo_independent", c.algo_config(), policies[a], critic=ValueModel(shape),
-                                    temperature=c.temperature) for a in AGENTS}
-        learner = PairLearner(trainers, frozen=frozen)
-        gen = torch.Generator().manual_seed(c.seed)
-        for k in range(c.updates):
-            reqs = pair_requests(c.episodes_per_update, 1000 * (k + 1) + c.seed,
-                                 task_indices=[(k * c.episodes_per_update + i) % c.train_tasks
-                                               for i in range(c.episodes_per_update)])
-            learner.update(engine.collect(learner.models(), reqs, k, gen))
-        ends[run] = evaluate(learner.models())
+    runs = ("frozen", "training")
+    counts = {run: [0, 0] for run in ("start",) + runs}
+    words = {run: 0 for run in ("start",) + runs}
+    tv = {run: [] for run in runs}
+    draws = {run: np.zeros(n_boot) for run in runs}
+    for r in range(replicates):
+        eval_start, ends = _replicate_episodes(c, start, engine, a_only, c.seed + r)
+        per_start = _per_episode(eval_start)
+        per_end = {run: _per_episode(ends[run]) for run in runs}
+        pooled_start = sum(per_start, Counter())
+        for run, eps in (("start", eval_start), *ends.items()):
+            s, n = _success(eps)
+            counts[run][0] += s
+            counts[run][1] += n
+        words["start"] += sum(pooled_start.values())
+        rep_draws = paired_tv_bootstrap(per_start, per_end, n_boot, rng)
+        for run in runs:
+            tv[run].append(total_variation(pooled_start, sum(per_end[run], Counter())))
+            draws[run] += rep_draws[run] / replicates
+            words[run] += sum(sum(x.values()) for x in per_end[run])
 
     out: dict = {}
-    s0, n0 = _success(eval_start)
-    out["c22_success_a_only_start"] = s0 / max(n0, 1)
-    out["c22_success_a_only_start_lo"], out["c22_success_a_only_start_hi"] = binomial_confidence_interval(s0, max(n0, 1))
-    per_start = _per_episode(eval_start)
-    per_end = {run: _per_episode(eps) for run, eps in ends.items()}
-    draws = paired_tv_bootstrap(per_start, per_end, n_boot, rng)
-    pooled_start = sum(per_start, Counter())
-    for run, eps in ends.items():
-        s, n = _success(eps)
+    for run in ("start",) + runs:
+        s, n = counts[run]
         out[f"c22_success_a_only_{run}"] = s / max(n, 1)
         out[f"c22_success_a_only_{run}_lo"], out[f"c22_success_a_only_{run}_hi"] = binomial_confidence_interval(s, max(n, 1))
-        out[f"c22_success_a_only_{run}_shift"] = s / max(n, 1) - s0 / max(n0, 1)
-        out[f"c22_msg_tv_{run}"] = total_variation(pooled_start, sum(per_end[run], Counter()))
+        out[f"c22_messages_received_{run}"] = words[run]
+    for run in runs:
+        out[f"c22_success_a_only_{run}_shift"] = out[f"c22_success_a_only_{run}"] - out["c22_success_a_only_start"]
+        out[f"c22_msg_tv_{run}"] = float(np.mean(tv[run]))
         out[f"c22_msg_tv_{run}_lo"], out[f"c22_msg_tv_{run}_hi"] = _interval(draws[run])
-        out[f"c22_messages_received_{run}"] = sum(sum(x.values()) for x in per_end[run])
-    out["c22_messages_received_start"] = sum(pooled_start.values())
     out["c22_msg_tv_diff"] = out["c22_msg_tv_training"] - out["c22_msg_tv_frozen"]
     out["c22_msg_tv_diff_lo"], out["c22_msg_tv_diff_hi"] = _interval(draws["training"] - draws["frozen"])
+    out["c22_msg_tv_diff_replicates"] = [t - f for t, f in zip(tv["training"], tv["frozen"])]
     out["c22_eval_episodes"] = c.eval_episodes
     out["c22_updates"] = c.updates
+    out["c22_replicates"] = replicates
     return out
 
 
@@ -263,10 +298,10 @@ def critic_information_gap(seed: int, probe_tasks: int, fit_episodes: int, heldo
     return out
 
 
-def measure_c22(seed: int = 0, updates: int = 4, episodes_per_update: int = 16, eval_episodes: int = 48,
+def measure_c22(seed: int = 0, updates: int = 8, episodes_per_update: int = 16, eval_episodes: int = 48,
                 lr: float = 2e-3, demos: int = 64, bc_epochs: int = 60, d_model: int = 32, n_boot: int = 400,
                 probe_tasks: int = 6, fit_episodes: int = 48, heldout_episodes: int = 48, demo_noise: float = 0.5,
-                ridge: float = 10.0) -> dict:
+                ridge: float = 10.0, replicates: int = 3) -> dict:
     """The C22 numbers (see the module docstring); flat keys ``c22_*``. Deterministic per seed.
     The config is the two-agent claims preset (``experiments.claims.common.pair_claims_config``,
     ``algo=ppo_independent``) with these arguments; ``nonstationarity`` and the critic probe read
@@ -277,7 +312,7 @@ def measure_c22(seed: int = 0, updates: int = 4, episodes_per_update: int = 16, 
                            eval_episodes=eval_episodes,
                            overrides=(f"seed={seed}", f"algo.lr={lr}", f"warmstart.demos={demos}",
                                       f"warmstart.epochs={bc_epochs}", f"policy.d_model={d_model}"))
-    out = nonstationarity(c, n_boot, rng)
+    out = nonstationarity(c, n_boot, rng, replicates)
     out.update(critic_information_gap(seed, probe_tasks, fit_episodes, heldout_episodes, demo_noise, ridge, n_boot,
                                       rng, c))
     out["c22_seconds"] = time.perf_counter() - t0

@@ -206,8 +206,13 @@ def test_one_update_changes_parameters_and_micro_batches_accumulate(name):
         assert metrics["train/trajectories"] == 4 and metrics["train/grad_norm"] > 0
         assert "train/adv_zero_frac" in metrics
     assert any(not torch.equal(p, q) for p, q in zip(params[64].parameters(), m0.parameters()))
-    # length-bucketed slices sum the same loss in another float order; AdamW's first step
-    # (g / sqrt(g^2)) amplifies that rounding on near-zero gradients to ~1e-5 of lr 1e-2 (the
-    # gradients agree to ~1e-7): the tolerance of test_grpo's accumulation test
+    # The invariance is of the gradient: one optimizer step (1 epoch, 1 minibatch) leaves the
+    # accumulated gradient of the whole batch in .grad, and length-bucketed slices sum the same
+    # loss in another float order (agreement ~1e-7). The parameters after AdamW's first step are
+    # not a sturdy proxy: g / (|g| + eps) turns a ~1e-11 gradient entry's rounding into a step of
+    # either sign (seen on the Zen 4 machine kind: 1.2e-5 apart at lr 1e-2), so they are compared
+    # only where |g| is well above that rounding.
     for p, q in zip(params[64].parameters(), params[1].parameters()):
-        torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(p.grad, q.grad, atol=1e-6, rtol=1e-4)
+        big = p.grad.abs() > 1e-6
+        torch.testing.assert_close(p[big], q[big], atol=1e-5, rtol=1e-4)

@@ -76,7 +76,7 @@ def test_paired_tv_bootstrap_shares_the_start_resample():
 
 
 TINY = dict(seed=0, updates=1, episodes_per_update=4, eval_episodes=6, demos=8, bc_epochs=1, probe_tasks=3,
-            fit_episodes=6, heldout_episodes=6, n_boot=50, d_model=16)
+            fit_episodes=6, heldout_episodes=6, n_boot=50, d_model=16, replicates=1)
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +104,23 @@ def test_tiny_run_numbers_are_consistent(tiny):
     assert d["c22_ev_diff_lo"] <= d["c22_ev_diff_hi"]
     assert d["c22_heldout_points"] > 0
     assert 0.0 < d["c22_heldout_success"] < 1.0  # noisy oracle data: both outcomes present
+
+
+def test_replicates_pool_to_the_mean_and_replicate_0_is_the_single_run(tiny):
+    """Two training replicates (seeds 0 and 1): the first is exactly the one-replicate run; the
+    pooled TVs are the means of the replicates'; successes are counts over 2 x 6 episodes."""
+    two = measure_c22(**{**TINY, "replicates": 2})
+    assert two["c22_replicates"] == 2 and len(two["c22_msg_tv_diff_replicates"]) == 2
+    assert two["c22_msg_tv_diff_replicates"][0] == tiny["c22_msg_tv_diff"]
+    assert two["c22_msg_tv_diff"] == pytest.approx(sum(two["c22_msg_tv_diff_replicates"]) / 2)
+    assert two["c22_msg_tv_diff"] == pytest.approx(two["c22_msg_tv_training"] - two["c22_msg_tv_frozen"])
+    assert two["c22_msg_tv_diff_lo"] <= two["c22_msg_tv_diff_hi"]
+    for run in ("start", "frozen", "training"):
+        s = two[f"c22_success_a_only_{run}"]
+        assert s * 12 == pytest.approx(round(s * 12))
+    assert two["c22_messages_received_start"] >= tiny["c22_messages_received_start"]
+    with pytest.raises(ValueError, match="replicates=0 must be >= 1"):
+        measure_c22(**{**TINY, "replicates": 0})
 
 
 @pytest.mark.slow
