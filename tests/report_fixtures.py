@@ -44,6 +44,7 @@ def _metrics_lines(algo: str, seed: int, final: float | None = None) -> list[dic
             "rollout/stop/max_turns": 1,
             "train/loss": 0.1,
             "train/agg_weight_shift": 0.1 * u,
+            "train/signed_adv_mass": -0.1 * u - 0.1 * seed,  # seed 0: -0.25 mean over u = 1..4
         }
         if u % 2 == 0:  # eval every 2 updates; the last one is the final eval
             line["eval/success"] = final if u == UPDATES else final / 2

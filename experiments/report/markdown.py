@@ -224,7 +224,10 @@ def render_report(sweep_dir: str | Path, title: str | None = None, references: b
             "explained variance is measured on complete returns the critic was not fitted on; per seed "
             "it is the mean over the second half of training (updates > U/2). Weight "
             "shift: how far token-mean aggregation moves per-task loss weights away from task-mean "
-            "on the same batch. Anchor hit rate (GiGPO): share of steps whose state "
+            "on the same batch. Signed advantage mass: sum w A / sum w |A| over the batch's action tokens "
+            "with the loss's own aggregation weights w, the net direction the policy step pushes the "
+            "batch's own tokens (0 for group advantages weighted per trajectory; negative when the "
+            "failures are the longer trajectories and weigh more). Anchor hit rate (GiGPO): share of steps whose state "
             "(`info[\"state_key\"]`) recurs in its group, so its step group has >= 2 members."
         )
         md.append("")

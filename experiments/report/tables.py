@@ -153,6 +153,18 @@ def second_half_mean(run: Run, key: str) -> float:
 
 G1_NA = "n/a (G = 1)"
 
+
+def _mass_cell(method: str, runs: Sequence[Run]) -> str:
+    """Mean over updates of ``train/signed_adv_mass`` (per agent for the two-agent methods), over
+    seeds; :data:`MASS_NA` when no run logged it."""
+    from experiments.report.pair import PAIR_AGENTS, PAIR_METHODS, agent_key
+
+    keys = [(f"{a}: ", agent_key(a, "train/signed_adv_mass")) for a in PAIR_AGENTS] if method in PAIR_METHODS \
+        else [("", "train/signed_adv_mass")]
+    if not any(r.has(k) for _, k in keys for r in runs):
+        return MASS_NA
+    return " / ".join(f"{label}{fmt_seeds([_per_run_mean(r, k) for r in runs])}" for label, k in keys)
+
 DIAG_COLUMNS = (
     "env",
     "method",
@@ -164,8 +176,11 @@ DIAG_COLUMNS = (
     "critic EV held-out (2nd-half mean)",
     "critic EV held-out per seed (2nd-half mean)",
     "agg weight shift (mean)",
+    "signed advantage mass (mean)",
     "anchor hit rate (mean)",
 )
+#: runs that do not log ``train/signed_adv_mass`` (written before session 8)
+MASS_NA = "n/a (not logged)"
 #: GiGPO's share of steps whose anchor state recurs in its group (``algos/gigpo.py``); other
 #: methods do not log it.
 ANCHOR_KEY = "train/anchor_hit_rate"
@@ -220,5 +235,6 @@ def diagnostics_table(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list
                                    for a in PAIR_AGENTS)
             else:
                 shift = fmt_seeds([_per_run_mean(r, "train/agg_weight_shift") for r in runs])
-            rows.append([env, method, ", ".join(map(str, gs)), *group_cells, ev, ev_seeds, shift, anchors])
+            rows.append([env, method, ", ".join(map(str, gs)), *group_cells, ev, ev_seeds, shift,
+                         _mass_cell(method, runs), anchors])
     return rows

@@ -130,6 +130,10 @@ def test_report_table_plots_and_stop_reasons(tmp_path):
     assert diag[("bugfix", "grpo")][9] == "0.250 ± 0.000"
     # All-0 mean over updates: (.5+.5+0+0)/4 = 0.25.
     assert diag[("bugfix", "grpo")][5] == "0.250 ± 0.000"
+    # Signed advantage mass -0.1 u - 0.1 seed: per seed -0.25, -0.35, -0.45; mean -0.35, sample sd
+    # 0.1, half-width t(0.975, 2) 4.303 * 0.1 / sqrt(3) = 0.248.
+    assert R.DIAG_COLUMNS[10] == "signed advantage mass (mean)"
+    assert diag[("bugfix", "grpo")][10] == "-0.350 ± 0.248"
 
     # 4 success curves + diagnostics + stop bars per env, all valid PNGs inside the sweep dir.
     assert len(rep.images) == 2 * (len(R.CURVE_AXES) + 2)
@@ -192,6 +196,15 @@ def test_grpo_without_critic_keys_is_fine_and_unfair_sweeps_are_flagged(tmp_path
     assert "bugfix: training budgets differ across runs (rollouts=32, rollouts=64)" in rep.warnings
     assert "Not compute-matched" in rep.markdown
     assert "0.500 ± n/a" in rep.markdown  # one seed per method
+
+
+def test_runs_without_the_signed_advantage_mass_read_not_logged(tmp_path):
+    for seed in (0, 1):
+        write_run(tmp_path / f"g{seed}", "grpo", "bugfix", seed, drop_metric="train/signed_adv_mass")
+        write_run(tmp_path / f"p{seed}", "ppo", "bugfix", seed)
+    rows = {r[1]: r for r in R.diagnostics_table(R.group_runs(R.load_runs(tmp_path)))}
+    assert rows["grpo"][10] == "n/a (not logged)"
+    assert rows["ppo"][10] == "-0.300 ± 0.635"  # seeds -0.25, -0.35: sd 0.0707, t(0.975, 1) 12.706 * 0.0707 / sqrt 2
 
 
 def test_runs_with_different_loss_aggregation_or_lr_are_flagged(tmp_path):
