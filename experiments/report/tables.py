@@ -71,7 +71,7 @@ def final_table(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list[list[
 
 
 #: update knobs every method of a comparison must share (``PROTOCOL_KEYS[key]`` names it in a
-#: warning): the loss aggregation moved GRPO's held-out success by +0.10 on the main job (README
+#: warning): the loss aggregation moved GRPO's held-out success by +0.09 on the main job (README
 #: "The main job"), so a report over runs that weigh trajectories differently compares conventions,
 #: not estimators. Runs whose config lacks a key (older runs) are left out of that key's check.
 PROTOCOL_KEYS = {"algo.loss_agg": "loss aggregations", "algo.lr": "learning rates"}
@@ -164,6 +164,7 @@ def _mass_cell(method: str, runs: Sequence[Run]) -> str:
     if not any(r.has(k) for _, k in keys for r in runs):
         return MASS_NA
     return " / ".join(f"{label}{fmt_seeds([_per_run_mean(r, k) for r in runs])}" for label, k in keys)
+
 
 DIAG_COLUMNS = (
     "env",
