@@ -50,7 +50,6 @@ from torch import Tensor
 from algos.advantages import pick
 from algos.batch import Batch, Trajectory, collate, length_buckets, row_lengths
 from algos.compute import ComputeMeter, attention_flops
-from algos.metrics import signed_advantage_mass
 from algos.losses import (
     OFF_POLICY_CORRECTIONS,
     RATIO_KINDS,
@@ -60,6 +59,7 @@ from algos.losses import (
     kl_estimate,
     ppo_clip_loss,
 )
+from algos.metrics import signed_advantage_mass
 from algos.policy import PolicyModel, ValueModel, count_params, shift_values, token_logprobs
 from algos.registry import TRAINERS, make_trainer, register
 

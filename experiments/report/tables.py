@@ -154,15 +154,15 @@ def second_half_mean(run: Run, key: str) -> float:
 G1_NA = "n/a (G = 1)"
 
 
-def _mass_cell(method: str, runs: Sequence[Run]) -> str:
-    """Mean over updates of ``train/signed_adv_mass`` (per agent for the two-agent methods), over
-    seeds; :data:`MASS_NA` when no run logged it."""
+def _update_mean_cell(method: str, runs: Sequence[Run], key: str, missing: str | None = None) -> str:
+    """Mean over updates of the train metric ``key`` per seed, as ``mean ± half-width`` over seeds;
+    per agent (``a: ... / b: ...``, keys ``agent_X/<key>``) for the two-agent methods. ``missing``:
+    the cell when no run logged the key (None: format whatever there is)."""
     from experiments.report.pair import PAIR_AGENTS, PAIR_METHODS, agent_key
 
-    keys = [(f"{a}: ", agent_key(a, "train/signed_adv_mass")) for a in PAIR_AGENTS] if method in PAIR_METHODS \
-        else [("", "train/signed_adv_mass")]
-    if not any(r.has(k) for _, k in keys for r in runs):
-        return MASS_NA
+    keys = [(f"{a}: ", agent_key(a, key)) for a in PAIR_AGENTS] if method in PAIR_METHODS else [("", key)]
+    if missing is not None and not any(r.has(k) for _, k in keys for r in runs):
+        return missing
     return " / ".join(f"{label}{fmt_seeds([_per_run_mean(r, k) for r in runs])}" for label, k in keys)
 
 
@@ -199,9 +199,10 @@ def diagnostics_table(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list
     (:func:`second_half_mean`), then mean ± CI over seeds. The anchor hit rate (GiGPO) is the
     mean over updates per seed, then mean ± CI; ``n/a (no step groups)`` for methods that never
     log :data:`ANCHOR_KEY`. A two-agent method (``experiments.report.pair.PAIR_METHODS``, G = 1)
-    gives its critic and weight-shift cells per agent, ``a: <a's> / b: <b's>`` (its
-    ``agent_X/critic/explained_variance_heldout`` and ``agent_X/train/agg_weight_shift``)."""
-    from experiments.report.pair import PAIR_AGENTS, PAIR_METHODS, agent_key, critic_ev_key
+    gives its critic, weight-shift and advantage-mass cells per agent, ``a: <a's> / b: <b's>`` (its
+    ``agent_X/critic/explained_variance_heldout``, ``agent_X/train/agg_weight_shift`` and
+    ``agent_X/train/signed_adv_mass``)."""
+    from experiments.report.pair import PAIR_AGENTS, PAIR_METHODS, critic_ev_key
 
     rows = []
     for env, methods in groups.items():
@@ -231,11 +232,7 @@ def diagnostics_table(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list
                 group_cells = [G1_NA] * 4
             anchors = (fmt_seeds([_per_run_mean(r, ANCHOR_KEY) for r in runs])
                        if any(r.has(ANCHOR_KEY) for r in runs) else ANCHOR_NA)
-            if method in PAIR_METHODS:
-                shift = " / ".join(f"{a}: {fmt_seeds([_per_run_mean(r, agent_key(a, 'train/agg_weight_shift')) for r in runs])}"
-                                   for a in PAIR_AGENTS)
-            else:
-                shift = fmt_seeds([_per_run_mean(r, "train/agg_weight_shift") for r in runs])
-            rows.append([env, method, ", ".join(map(str, gs)), *group_cells, ev, ev_seeds, shift,
-                         _mass_cell(method, runs), anchors])
+            shift = _update_mean_cell(method, runs, "train/agg_weight_shift")
+            mass = _update_mean_cell(method, runs, "train/signed_adv_mass", missing=MASS_NA)
+            rows.append([env, method, ", ".join(map(str, gs)), *group_cells, ev, ev_seeds, shift, mass, anchors])
     return rows
