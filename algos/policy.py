@@ -29,6 +29,8 @@ import torch.nn.functional as F
 from torch import nn
 
 CRITIC_KINDS = ("none", "head", "separate")
+# positions a new KVCache starts with (it grows on demand): a BugFix episode's context is ~100-300 tokens
+KV_INITIAL_CAPACITY = 256
 
 
 @dataclass
@@ -226,17 +228,36 @@ def _init_weights(module: nn.Module) -> None:
 class KVCache:
     """Per-layer key/value buffers ``[B, H, capacity, Dh]`` plus each row's current length.
 
-    ``capacity = max_len + 1``: the extra slot absorbs the writes of right-padding queries (their
-    outputs are ignored) so they can never overwrite a real token's entry.
+    The buffers start at ``min(initial, max_len + 1)`` positions (``KV_INITIAL_CAPACITY`` by
+    default) and grow on demand (``reserve``: to at least the positions asked for, at least
+    doubling, at most ``max_len + 1``); unwritten positions are zeros (finite keys and values under
+    a masked score). Rollout contexts are mostly far shorter than ``max_len``, so a full-size cache
+    would hold (and zero) mostly unused memory: 269 MB for 64 rows of the small policy.
+    At most ``max_len + 1`` positions: the extra slot absorbs the writes of the padded path's
+    right-padding queries (that path reserves the full size first; their outputs are ignored), so
+    they can never overwrite a real token's entry.
     """
 
-    def __init__(self, shape: PolicyShape, batch_size: int, dtype=torch.float32) -> None:
+    def __init__(self, shape: PolicyShape, batch_size: int, dtype=torch.float32, initial: int | None = None) -> None:
         dh = shape.d_model // shape.n_heads
-        self.capacity = shape.max_len + 1
         self.max_len = shape.max_len
+        self.capacity = min(shape.max_len + 1, KV_INITIAL_CAPACITY if initial is None else max(1, initial))
         self.k = [torch.zeros(batch_size, shape.n_heads, self.capacity, dh, dtype=dtype) for _ in range(shape.n_layers)]
         self.v = [torch.zeros(batch_size, shape.n_heads, self.capacity, dh, dtype=dtype) for _ in range(shape.n_layers)]
         self.lengths = torch.zeros(batch_size, dtype=torch.long)
+
+    def reserve(self, positions: int) -> None:
+        """Make positions ``0 .. positions - 1`` addressable (``positions <= max_len + 1``): grow
+        every buffer to ``min(max_len + 1, max(positions, 2 * capacity))``, keeping the written
+        entries and zero-filling the new positions. No-op when they already fit."""
+        if positions <= self.capacity:
+            return
+        if positions > self.max_len + 1:
+            raise ValueError(f"KV cache of {positions} positions exceeds policy.max_len + 1 = {self.max_len + 1}")
+        grow = min(self.max_len + 1, max(positions, 2 * self.capacity)) - self.capacity
+        self.k = [F.pad(k, (0, 0, 0, grow)) for k in self.k]
+        self.v = [F.pad(v, (0, 0, 0, grow)) for v in self.v]
+        self.capacity += grow
 
     def reset_rows(self, rows) -> None:
         """Empty the given rows (a new episode or a new segment after compression)."""
@@ -360,8 +381,9 @@ class PolicyModel(nn.Module):
         return logits, values
 
     # ----- incremental decoding ----------------------------------------------------------------
-    def new_cache(self, batch_size: int) -> KVCache:
-        return KVCache(self.shape, batch_size, dtype=self.trunk.tok.weight.dtype)
+    def new_cache(self, batch_size: int, initial: int | None = None) -> KVCache:
+        """An empty ``KVCache`` of ``batch_size`` rows (``initial`` positions, growing on demand)."""
+        return KVCache(self.shape, batch_size, dtype=self.trunk.tok.weight.dtype, initial=initial)
 
     @torch.no_grad()
     def step(self, cache: KVCache, tokens: torch.Tensor, n_new: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
@@ -409,6 +431,8 @@ class PolicyModel(nn.Module):
         end = start + n_new
         if b and int(end.max()) > cache.max_len:
             raise ValueError(f"KV cache row would exceed policy.max_len={cache.max_len}")
+        if b:
+            cache.reserve(int(end.max()))
         plan = _PackedPlan.build(row_ids, start, n_new, cache)
         x = None
         if plan.n_tokens:
@@ -428,6 +452,7 @@ class PolicyModel(nn.Module):
         end = start + n_new
         if int(end.max()) > cache.max_len:
             raise ValueError(f"KV cache row would exceed policy.max_len={cache.max_len}")
+        cache.reserve(cache.max_len + 1)  # padding queries write at the last slot, past every real position
         offs = torch.arange(n)
         pos = start[:, None] + offs[None, :]  # [b, n] absolute positions
         real = offs[None, :] < n_new[:, None]

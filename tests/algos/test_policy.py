@@ -68,6 +68,36 @@ def test_cache_refuses_to_exceed_max_len():
         model.step(cache, torch.zeros(1, 41, dtype=torch.long), torch.tensor([41]))
 
 
+def test_kv_cache_grows_on_demand_and_gives_the_full_size_cache_logits():
+    """A cache that starts at 4 positions grows (at least doubling, at most max_len + 1 = 41) and
+    gives bitwise the logits of a cache allocated at full size, written entries kept."""
+    model = _model()
+    g = torch.Generator().manual_seed(2)
+    small, full = model.new_cache(2, initial=4), model.new_cache(2, initial=41)
+    # row ends after each step: (3, 2) -> (6, 2) -> (26, 9) -> (40, 9)
+    # capacity: 4 (fits) -> max(6, 8) = 8 -> max(26, 16) = 26 -> min(41, max(40, 52)) = 41
+    expected_capacity = [4, 8, 26, 41]
+    for step, n in enumerate(([3, 2], [3, 0], [20, 7], [14, 0])):
+        n = torch.tensor(n)
+        inp = torch.randint(0, 50, (2, int(n.max())), generator=g)
+        a, b = model.step(small, inp, n), model.step(full, inp, n)
+        for r in range(2):
+            assert torch.equal(a[r, : n[r]], b[r, : n[r]])
+        assert small.capacity == expected_capacity[step] and small.k[0].shape[2] == small.capacity
+    assert full.capacity == 41 and torch.equal(small.lengths, full.lengths)
+    for layer in range(2):
+        assert torch.equal(small.k[layer][0, :, :40], full.k[layer][0, :, :40])
+        assert torch.equal(small.v[layer][1, :, :9], full.v[layer][1, :, :9])
+    with pytest.raises(ValueError, match="max_len"):
+        small.reserve(42)
+
+
+def test_a_new_cache_starts_small():
+    # KV_INITIAL_CAPACITY = 256 positions, or max_len + 1 = 41 when smaller
+    assert PolicyModel(PolicyShape(vocab_size=50, d_model=32, n_layers=1, n_heads=4, max_len=1024)).new_cache(3).capacity == 256
+    assert _model().new_cache(3).capacity == 41
+
+
 def test_sampled_logprob_is_the_tempered_distribution():
     logits = torch.tensor([[0.0, 1.0, 2.0]])
     tok, lp = sample_from_logits(logits, temperature=0.5, generator=torch.Generator().manual_seed(0))

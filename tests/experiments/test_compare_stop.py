@@ -20,7 +20,11 @@ pytestmark = pytest.mark.slow
 SWEEP = ("import subprocess, sys, time; "
          "w = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
          "print('worker', w.pid, flush=True); time.sleep(600)")
-DRIVER = ("import sys; from pathlib import Path; from experiments.compare import run_sweep; "
+# the compare process as started from a terminal: Ctrl-C raises KeyboardInterrupt. (A shell's
+# background job inherits SIGINT ignored, and Python then installs no handler of its own; the test
+# must not depend on how the suite itself was launched.)
+DRIVER = ("import signal, sys; from pathlib import Path; from experiments.compare import run_sweep; "
+          "signal.signal(signal.SIGINT, signal.default_int_handler); "
           f"sys.exit(run_sweep([sys.executable, '-c', {SWEEP!r}], Path(sys.argv[1])))")
 
 
