@@ -93,7 +93,7 @@ def test_kv_cache_grows_on_demand_and_gives_the_full_size_cache_logits():
 
 
 def test_a_new_cache_starts_small():
-    # KV_INITIAL_CAPACITY = 256 positions, or max_len + 1 = 41 when smaller
+    # algos.kv_cache.KV_INITIAL_CAPACITY = 256 positions, or max_len + 1 = 41 when smaller
     assert PolicyModel(PolicyShape(vocab_size=50, d_model=32, n_layers=1, n_heads=4, max_len=1024)).new_cache(3).capacity == 256
     assert _model().new_cache(3).capacity == 41
 
