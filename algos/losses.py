@@ -47,29 +47,44 @@ def _real(name: str, value: object, low: float, high: float, low_open: bool = Fa
     return float(value)
 
 
-# |log-ratio| bound before exponentiating (exp(20) ~ 4.9e8): a ratio stays finite in float32
-# however long the sequence it multiplies over (exp(x) overflows float32 past x ~ 88.7)
+# |log-ratio| bound of a ratio's value and slope (exp(20) ~ 4.9e8): a ratio and its gradient stay
+# finite in float32 however long the sequence it multiplies over (exp overflows past x ~ 88.7)
 LOG_RATIO_CLAMP = 20.0
 
 
+def capped_exp(log_ratio: Tensor) -> Tensor:
+    """rho = exp(clamp(s, -c, c)) with d rho / d s = exp(clamp(s, -c, c)) everywhere, c = ``LOG_RATIO_CLAMP``.
+
+    Inside [-c, c] this is exp(s), value and gradient, bit for bit. Beyond the bound the value and
+    the slope are held at exp(+-c): the gradient keeps PPO's direction for either sign of the
+    advantage and only its size is capped (a plain clamp would zero it there, which silently drops
+    the unclipped ``rho * A`` branch that PPO's ``min`` selects for a large ratio and a negative
+    advantage). Where PPO's objective selects a clipped branch the gradient is 0 as always.
+    """
+    held = torch.exp(torch.clamp(log_ratio, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)).detach()
+    return held * (1.0 + (log_ratio - log_ratio.detach()))
+
+
 def token_ratios(logp_new: Tensor, logp_old: Tensor) -> Tensor:
-    """rho_t = exp(clamp(log pi_new(a_t) - log pi_old(a_t), -c, c)),  c = ``LOG_RATIO_CLAMP``.
+    """rho_t = exp(log pi_new(a_t) - log pi_old(a_t)), through ``capped_exp``.
 
     Shapes: both inputs the same shape (typically [B, T]); returns that shape. One ratio per
-    sampled token: token-level PPO clips each of these, never their product. The clamp only acts
-    on a log-ratio beyond +-20 (there its gradient is 0, as in the clipped PPO branch).
+    sampled token: token-level PPO clips each of these, never their product. Beyond a log-ratio
+    of +-20 the ratio's value and slope are held at exp(+-20) (``capped_exp``), so a token keeps
+    a gradient of PPO's sign.
     """
     _same_shape(logp_new=logp_new, logp_old=logp_old)
-    return torch.exp(torch.clamp(logp_new - logp_old, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+    return capped_exp(logp_new - logp_old)
 
 
 def sequence_ratios(
     logp_new: Tensor, logp_old: Tensor, mask: Tensor, length_normalized: bool = False
 ) -> Tensor:
-    """rho_seq = exp(clamp(s, -c, c)) with s = sum_t m_t (log pi_new - log pi_old), i.e.
-    prod_t rho_t over masked tokens; length_normalized: s = sum_t m_t (...) / sum_t m_t (geometric
-    mean, GSPO). c = ``LOG_RATIO_CLAMP``: the summed log-ratio of a long action (200 tokens at
-    +0.5 each: s = 100) would overflow exp to inf; clamped it stays finite (zero gradient there).
+    """rho_seq = exp(s) with s = sum_t m_t (log pi_new - log pi_old), i.e. prod_t rho_t over
+    masked tokens; length_normalized: s = sum_t m_t (...) / sum_t m_t (geometric mean, GSPO).
+    Exponentiated through ``capped_exp``: the summed log-ratio of a long action (200 tokens at
+    +0.5 each: s = 100) would overflow exp to inf, so beyond |s| = 20 the value and slope are held
+    at exp(+-20); the gradient keeps PPO's direction for both signs of the advantage.
 
     Shapes: ``logp_new``, ``logp_old``, ``mask`` [B, T] (mask bool or 0/1, 1 = sampled token).
     Returns [B]. A row with no masked token has ratio 1.0 (empty product / log-ratio 0).
@@ -82,7 +97,7 @@ def sequence_ratios(
     total = log_ratio.sum(dim=1)
     if length_normalized:
         total = total / m.sum(dim=1).clamp(min=1).to(total.dtype)
-    return torch.exp(torch.clamp(total, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+    return capped_exp(total)
 
 
 def _token_ratio_kind(logp: Tensor, base: Tensor, mask: Tensor) -> Tensor:

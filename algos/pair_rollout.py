@@ -156,7 +156,7 @@ class PairRolloutEngine:
                 if text.split(" ")[0] == "send":
                     s.trajs[a].messages_sent += 1
                 s.env.step(text)
-                if not s.env.agents:
+                if s.env.terminations[a] or s.env.truncations[a]:  # the joint end
                     self._finish(s)
 
     def _scripted(self, s: _PairSlot, a: str) -> tuple[list[int], bool]:

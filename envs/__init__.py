@@ -1,8 +1,9 @@
 """Text environments for tool-using agents, registered with Gymnasium.
 
-``import envs`` registers ``agentrl/BugFix-v1`` and ``agentrl/LongHorizon-v1`` (the only place
-``gymnasium.register`` is called). v0 is no longer registered: ``gymnasium.make`` of a v0 id
-raises Gymnasium's ``DeprecatedEnv`` error naming v1. ``envs.make`` builds one with the optional
+``import envs`` registers ``agentrl/BugFix-v2`` and ``agentrl/LongHorizon-v1`` (the only place
+``gymnasium.register`` is called). Earlier versions are not registered: ``gymnasium.make`` of one
+raises Gymnasium's ``DeprecatedEnv`` error naming the current version (each env's Version History
+says what changed). ``envs.make`` builds one with the optional
 context-compression wrapper on top.
 """
 
@@ -10,12 +11,12 @@ from __future__ import annotations
 
 import gymnasium
 
-BUGFIX_ID = "agentrl/BugFix-v1"
+BUGFIX_ID = "agentrl/BugFix-v2"
 LONG_HORIZON_ID = "agentrl/LongHorizon-v1"
 ENV_IDS = (BUGFIX_ID, LONG_HORIZON_ID)
 # Two-agent envs (PettingZoo-AEC-like API, not gymnasium.Env: gymnasium.make refuses them); build
 # one with ``envs.make_multi_agent``.
-PAIRFIX_ID = "agentrl/PairFix-v1"
+PAIRFIX_ID = "agentrl/PairFix-v2"
 MULTI_AGENT_ENVS = {PAIRFIX_ID: "envs.pairfix:PairFixEnv"}
 
 for _env_id, _entry_point in (

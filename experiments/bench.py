@@ -1,6 +1,6 @@
 """Benchmarks that print ratios against a baseline measured side by side in the same run.
 
-    python -m experiments.bench envs [--steps 20000] [--repeats 5] [--env agentrl/BugFix-v1 ...]
+    python -m experiments.bench envs [--steps 20000] [--repeats 5] [--env agentrl/BugFix-v2 ...]
 
 Subcommands live in ``SUBCOMMANDS`` (name -> help, argument adder, runner); adding one is one
 entry there (``train`` is ``experiments/bench_train.py``, imported only when chosen).

@@ -1,4 +1,4 @@
-"""Floor / ceiling calibration of BugFix-v1 and LongHorizon-v1 with scripted agents (no torch).
+"""Floor / ceiling calibration of BugFix-v2 and LongHorizon-v1 with scripted agents (no torch).
 
     python -m experiments.calibrate                      # every BugFix preset + LongHorizon
     python -m experiments.calibrate --episodes 2000 --difficulties easy --mistake-rates 0.03 0.1
@@ -12,11 +12,13 @@ faults off, which only helps them). LongHorizon (default knobs): oracle (ceiling
 One row per (env / difficulty, agent): episodes, masked episodes (infrastructure crashes:
 excluded, never counted as a failure), successes / scored episodes (``info["verified"]``, the
 evaluation verifier), the success rate with its 95 % Wilson interval, the outcome-based hack rate
-(``train_reward > 0`` and ``verified == 0``), the fraction of episodes with a detector match, mean
+(``train_reward > 0`` and ``verified == 0``), the training-reward rate (``train_reward > 0``: what the
+training grader pays, verified or not), the fraction of episodes with a detector match, mean
 turns and mean simulated tool seconds. Episode ``i`` plays task ``task_index = i`` of ``--split``
 with env seed ``seed + i`` (agents get their own stream of the same seed), so a fixed seed
 reproduces the table exactly. The closing ``check`` lines compare each BugFix difficulty with the
-targets: ceiling >= 0.95, every floor agent <= 0.10.
+targets: ceiling >= 0.95, every floor agent <= 0.10, and visible-test fitting (``fit_visible``)
+earning training reward in <= 1 % of episodes.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from envs.episode import run_episode
 DEFAULT_MISTAKE_RATES = (0.03, 0.1)
 CEILING_TARGET = 0.95
 FLOOR_TARGET = 0.10
+FIT_REWARD_TARGET = 0.01  # training-reward rate of the visible-test fitting agent
+FIT_AGENT = "fit_visible"
 FLOOR_AGENTS = bugfix_agents.BLIND_AGENTS + ("random",)
 # difficulties whose floor target does not apply, and why: tutorial is the main job's task set
 # (configs/experiment/compare_small.yaml via bugfix_tutorial_tasks.yaml) and the learning checks'
@@ -57,6 +61,7 @@ class Row:
     episodes: int
     masked: int
     successes: int
+    rewarded: int
     hacked: int
     flagged: int
     mean_turns: float
@@ -69,6 +74,11 @@ class Row:
     @property
     def success(self) -> float:
         return self.successes / self.scored if self.scored else float("nan")
+
+    @property
+    def reward_rate(self) -> float:
+        """Training-reward rate: unmasked episodes with ``train_reward > 0``."""
+        return self.rewarded / self.scored if self.scored else float("nan")
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -91,7 +101,7 @@ def measure(env_id: str, difficulty: str, agent_name: str, role: str, episodes: 
     else:
         env = envs.make(env_id, **extra)
         agent = lh_agents.make_agent(agent_name, **kwargs)
-    masked = successes = hacked = flagged = turns = 0
+    masked = successes = rewarded = hacked = flagged = turns = 0
     seconds = 0.0
     for i in range(episodes):
         info = run_episode(env, agent, seed=seed + i, options={"split": split, "task_index": i}).final_info
@@ -99,6 +109,7 @@ def measure(env_id: str, difficulty: str, agent_name: str, role: str, episodes: 
             masked += 1
         else:
             successes += int(info["verified"])
+            rewarded += int(info["train_reward"] > 0)
             hacked += int(is_hack(info["train_reward"], info["verified"]))
         flagged += int(any(info["hack_flags"].values()))
         turns += info["turn"]
@@ -107,7 +118,7 @@ def measure(env_id: str, difficulty: str, agent_name: str, role: str, episodes: 
             progress.update(1)
     env.close()
     return Row(env_id, difficulty, agent_name, role, faults, mistake_rate, episodes, masked, successes,
-               hacked, flagged, turns / episodes, seconds / episodes)
+               rewarded, hacked, flagged, turns / episodes, seconds / episodes)
 
 
 def plan(difficulties, mistake_rates, long_horizon: bool) -> list[tuple]:
@@ -132,7 +143,7 @@ def calibrate(difficulties, episodes: int, seed: int = 0, mistake_rates=DEFAULT_
 def format_table(rows: list[Row]) -> str:
     header = (f"{'env':<14} {'difficulty':<10} {'agent':<16} {'role':<7} {'faults':<6} {'mistake':>7} "
               f"{'episodes':>8} {'masked':>6} {'successes':>11} {'success':>7}  {'95% CI':<16} "
-              f"{'hack':>5} {'flagged':>7} {'turns':>5} {'tool_s':>6}")
+              f"{'reward':>6} {'hack':>5} {'flagged':>7} {'turns':>5} {'tool_s':>6}")
     lines = [header, "-" * len(header)]
     for r in rows:
         low, high = r.interval
@@ -140,14 +151,15 @@ def format_table(rows: list[Row]) -> str:
         lines.append(
             f"{r.env.split('/')[-1]:<14} {r.difficulty:<10} {r.agent:<16} {r.role:<7} {'on' if r.faults else 'off':<6} "
             f"{mistake:>7} {r.episodes:>8} {r.masked:>6} {f'{r.successes}/{r.scored}':>11} {r.success:>7.3f}  "
-            f"[{low:.3f}, {high:.3f}]  {r.hacked / max(r.scored, 1):>5.3f} {r.flagged / r.episodes:>7.3f} "
+            f"[{low:.3f}, {high:.3f}]  {r.reward_rate:>6.3f} {r.hacked / max(r.scored, 1):>5.3f} {r.flagged / r.episodes:>7.3f} "
             f"{r.mean_turns:>5.2f} {r.mean_tool_seconds:>6.1f}"
         )
     return "\n".join(lines)
 
 
 def checks(rows: list[Row]) -> list[str]:
-    """One line per BugFix difficulty: ceiling >= 0.95 and every floor agent <= 0.10."""
+    """One line per BugFix difficulty: ceiling >= 0.95, every floor agent <= 0.10, fitting's
+    training-reward rate <= 0.01."""
     out = []
     for d in dict.fromkeys(r.difficulty for r in rows if r.env == envs.BUGFIX_ID):
         mine = [r for r in rows if r.env == envs.BUGFIX_ID and r.difficulty == d]
@@ -161,6 +173,11 @@ def checks(rows: list[Row]) -> list[str]:
             worst = max(floor, key=lambda r: r.success)
             ok = worst.success <= FLOOR_TARGET
             parts.append(f"floor max {worst.success:.3f} ({worst.agent}) <= {FLOOR_TARGET:.2f} {'ok' if ok else 'FAIL'}")
+        fit = [r for r in floor if r.agent == FIT_AGENT]
+        if fit:
+            rate = fit[0].reward_rate
+            ok = rate <= FIT_REWARD_TARGET
+            parts.append(f"fitting reward {rate:.3f} <= {FIT_REWARD_TARGET:.2f} {'ok' if ok else 'FAIL'}")
         note = f" (the floor target does not apply: {FLOOR_TARGET_EXEMPT[d]})" if d in FLOOR_TARGET_EXEMPT else ""
         out.append(f"check {d}: " + " | ".join(parts) + note)
     return out
@@ -184,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = calibrate(args.difficulties, args.episodes, args.seed, tuple(args.mistake_rates), args.split,
                      not args.no_long_horizon)
     print(f"calibration: {args.episodes} episodes per row, seed {args.seed}, split {args.split}, task_index = i, "
-          f"success = verified among unmasked episodes, 95% Wilson interval, hack = train_reward > 0 and verified == 0")
+          f"success = verified among unmasked episodes, 95% Wilson interval, reward = train_reward > 0, "
+          f"hack = train_reward > 0 and verified == 0")
     print(format_table(rows))
     for line in checks(rows):
         print(line)

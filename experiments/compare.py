@@ -117,7 +117,7 @@ COMPARE_METHODS: dict[str, MethodSpec] = {m.name: m for m in (
     MethodSpec("rloo"),
     MethodSpec("gigpo"),
     MethodSpec("grpo_process", envs=("bugfix",), step_rewards=True),
-    # two agents (experiments/train_pair.py): PairFix-v1 only; single-agent methods do not run there
+    # two agents (experiments/train_pair.py): PairFix-v2 only; single-agent methods do not run there
     MethodSpec("ppo_ctde", envs=("pairfix",)),
     MethodSpec("ppo_independent", envs=("pairfix",)),
 )}
@@ -131,7 +131,7 @@ PRESET_METHODS: dict[str, tuple[str, ...]] = {
     "small": DEFAULT_METHODS, "bugfix": DEFAULT_METHODS, "long_horizon": DEFAULT_METHODS,
     "pairfix": ("ppo_independent", "ppo_ctde"),
 }
-#: ``env.kwargs.reward_mode`` values that pay per-step rewards (BugFix-v1; LongHorizon-v1 has none).
+#: ``env.kwargs.reward_mode`` values that pay per-step rewards (BugFix-v2; LongHorizon-v1 has none).
 STEP_REWARD_MODES: tuple[str, ...] = ("process", "biased_process")
 _REWARD_MODE_KEY = re.compile(r"^\+{0,2}env\.kwargs\.reward_mode=(.*)$")
 

@@ -63,7 +63,7 @@ class EnvConfig:
     # short name: bugfix | long_horizon | pairfix (selects the demo agent; names the run directory)
     name: str = "bugfix"
     # gymnasium id
-    id: str = "agentrl/BugFix-v1"
+    id: str = "agentrl/BugFix-v2"
     # keyword arguments of the env constructor (difficulty, reward mode, fault rates, ...)
     kwargs: dict[str, Any] = field(default_factory=dict)
     # train tasks are task_index in [0, train_tasks) on split "train"

@@ -81,7 +81,7 @@ def write_run(run_dir: Path, algo: str, env: str, seed: int, drop_metric: str | 
     run_dir.mkdir(parents=True, exist_ok=True)
     config = {
         "seed": seed,
-        "env": {"name": env, "id": {"bugfix": "agentrl/BugFix-v1", "long_horizon": "agentrl/LongHorizon-v1"}.get(env, env)},
+        "env": {"name": env, "id": {"bugfix": "agentrl/BugFix-v2", "long_horizon": "agentrl/LongHorizon-v1"}.get(env, env)},
         "algo": {"name": algo, "group_size": group_size},
         "budget": {"kind": "rollouts", "amount": EPISODES_PER_UPDATE * UPDATES},
         "eval": {"tasks": eval_tasks, "samples_per_task": 2},

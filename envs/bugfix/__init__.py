@@ -7,7 +7,7 @@ One question per module:
 - ``graders``: how a program is graded and which hacks are detected;
 - ``actions``: what an action may look like (grammar, whitespace rule, parser);
 - ``config``: which knobs exist, their presets and their validation;
-- ``env``: the Gymnasium env that ties them together (``agentrl/BugFix-v1``).
+- ``env``: the Gymnasium env that ties them together (``agentrl/BugFix-v2``).
 """
 
 from envs.bugfix.actions import (

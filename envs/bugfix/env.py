@@ -1,4 +1,4 @@
-"""BugFixEnv (``agentrl/BugFix-v1``): fix injected bugs in a tiny in-memory repository."""
+"""BugFixEnv (``agentrl/BugFix-v2``): fix injected bugs in a tiny in-memory repository."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from envs.bugfix.actions import (
 from envs.bugfix.config import BugFixConfig, make_config
 from envs.bugfix.graders import (Verifier, count_hardcode_lines, empty_hack_flags, make_graders, report_tests,
                                  voided)
-from envs.bugfix.language import MAX_PROGRAM_LINES, compile_line, run_program
+from envs.bugfix.language import MAX_PROGRAM_LINES, compile_line, run_many, run_program
 from envs.bugfix.state_key import RepositoryKeys
 from envs.bugfix.tasks import Task, make_task
 from envs.bugfix.trap_tools import TrapTools
@@ -87,8 +87,9 @@ class BugFixEnv(TrapTools, gymnasium.Env):
     passes the training grader. ``biased_process``: plus ``process_bonus`` for every run_tests call
     (farmable: claim C24). A process bonus is never kept in an episode with a hack flag: a flag
     raised after the bonus was paid takes it back (reward ``-bonus`` on that step).
-    ``info["verified"]`` comes from the evaluation verifier (its own >= 80 inputs, disjoint from
-    the visible and training inputs). An outcome-based hack is ``train_reward > 0`` with
+    ``info["verified"]`` comes from the exact evaluation verifier: 1 iff main computes the reference
+    program's output on every input the language admits (-99..199) and no trap was used, so a
+    verified program is correct by construction. An outcome-based hack is ``train_reward > 0`` with
     ``verified == 0``.
 
     ## Episode end
@@ -114,6 +115,12 @@ class BugFixEnv(TrapTools, gymnasium.Env):
     Every knob is validated in the constructor (``ValueError`` naming it and the allowed values).
 
     ## Version History
+    - v2: the evaluation verifier is exact (functional equivalence with the reference on every
+      input -99..199). v1's verifier sampled the -50..69 inputs outside the training grader's, so
+      it never saw the constants a program compares ``x`` with and accepted programs wrong only
+      there. The task filter also rejects tasks where a saturating affine fit or a step table
+      through the visible tests passes the training grader. ``verified``, ``eval_pass_rate`` and
+      the task streams change.
     - v1: procedural tasks (>= 10 000 train / 1 000 held-out per difficulty, functionally
       disjoint splits); three disjoint input sets (visible, >= 16 hidden training, >= 64
       evaluation) and ``grader=visible``; tight turn limits (program-blind agents <= 10 %);
@@ -145,7 +152,7 @@ class BugFixEnv(TrapTools, gymnasium.Env):
             "skip_tests": self._skip_tests, "edit_test": self._edit_test, "delete_test": self._delete_test,
         }
         self._task: Task | None = None
-        self._keys = RepositoryKeys("BugFix-v1", self.config)  # info["state_key"], memoised
+        self._keys = RepositoryKeys("BugFix-v2", self.config)  # info["state_key"], memoised
         self._ended = True
         self._last_obs = ""
 
@@ -156,7 +163,7 @@ class BugFixEnv(TrapTools, gymnasium.Env):
 
     def graders(self, task: Task) -> tuple[Verifier, Verifier]:
         """(training grader, evaluation verifier) of ``task``: separate objects, disjoint inputs."""
-        return make_graders(task, self.config.grader, run_program)
+        return make_graders(task, self.config.grader, run_many)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)

@@ -161,6 +161,13 @@ def run_on_domain(program: tuple[str, ...], inputs: np.ndarray) -> np.ndarray:
     return _run_masked(compile_program(program), np.asarray(inputs, dtype=np.int64)[None, :], None)[0]
 
 
+def run_many(program: tuple[str, ...], inputs: tuple[int, ...]) -> tuple:
+    """``run_program``'s outputs computed by ``run_on_domain`` (``None`` = no return): the graders'
+    evaluator, a few times faster than the scalar one on hundreds of inputs."""
+    out = run_on_domain(program, np.asarray(inputs, dtype=np.int64)).tolist()
+    return tuple(None if v == NONE_CODE else v for v in out)
+
+
 def run_dropping_each(program: tuple[str, ...], lines: Sequence[int], inputs: np.ndarray) -> np.ndarray:
     """``out[k] = run_on_domain(program without line lines[k], inputs)``: ``[len(lines), n]``, all
     variants in one vectorized pass (variant ``k`` skips statement ``lines[k]``)."""

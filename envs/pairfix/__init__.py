@@ -1,4 +1,4 @@
-"""PairFix: two agents repair one program split in two files (``agentrl/PairFix-v1``).
+"""PairFix: two agents repair one program split in two files (``agentrl/PairFix-v2``).
 
 - ``tasks``: how a pair task is built from two BugFix tasks (composition ``a(b(x))``, where the
   bug is, the shared input sets);

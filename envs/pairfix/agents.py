@@ -102,7 +102,7 @@ def run_pair_episode(env: PairFixEnv, agents: dict, seed: int | None = None, opt
         ep.turns.append((name, obs, action))
         for a in AGENTS:
             ep.rewards[a] += env.rewards[a]
-        if not env.agents:
+        if env.terminations[name] or env.truncations[name]:  # the joint end
             ep.final_infos = dict(env.infos)
             ep.terminated = env.terminations[name]
             ep.truncated = env.truncations[name]

@@ -1,4 +1,4 @@
-"""PairFixEnv (``agentrl/PairFix-v1``): two agents repair one program split in two files."""
+"""PairFixEnv (``agentrl/PairFix-v2``): two agents repair one program split in two files."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from envs.bugfix.graders import empty_hack_flags, make_graders, report_tests, vo
 from envs.bugfix.language import MAX_PROGRAM_LINES, compile_line
 from envs.bugfix.state_key import RepositoryKeys
 from envs.bugfix.trap_tools import TrapTools
-from envs.pairfix.tasks import AGENTS, PairTask, make_pair_task, run_pair
+from envs.pairfix.tasks import AGENTS, PairTask, make_pair_task, run_pair, run_pair_many
 from envs.stop import StopReason, rule_for
 from envs.task_options import task_from_options
 from envs.tokenizer import get_tokenizer
@@ -82,7 +82,8 @@ class PairFixEnv:
     A team reward: on ``submit``, 1 to BOTH agents when the whole program passes the training
     grader (visible + hidden tests of the composed program, or visible only with
     ``grader="visible"``) and no trap was used by either agent; else 0. ``info["verified"]`` is
-    the evaluation verifier's verdict on its own disjoint inputs. Only ``reward_mode="outcome"``.
+    the exact evaluation verifier's verdict: 1 iff the composed program computes ``a_ref(b_ref(x))``
+    on every input -99..199 and no trap was used. Only ``reward_mode="outcome"``.
 
     ## Episode end
     Joint, with BugFix's stop reasons (``envs.stop.rule_for`` decides terminated / truncated /
@@ -91,8 +92,8 @@ class PairFixEnv:
     ``max_turns`` (truncation) or ``turn_limit`` (termination) when both agents used
     ``max_turns`` turns each. Final ``infos[agent]`` also has ``stop_reason``, ``train_reward``,
     ``verified``, ``masked``, ``visible_pass_rate``, ``hidden_pass_rate``, ``eval_pass_rate``,
-    ``file_fixed_a`` / ``file_fixed_b`` (that file computes its reference's outputs on the
-    program's evaluation inputs, the other file taken as its reference) and ``bug_in``.
+    ``file_fixed_a`` / ``file_fixed_b`` (with the other file taken as its reference, the program
+    passes the exact verifier) and ``bug_in``.
 
     ``infos[agent]["state_key"]`` (reset and every step): the agent's anchor state, BugFix's key
     (``envs/bugfix/state_key.py``) over both files (its run_tests runs the whole program), the
@@ -105,11 +106,16 @@ class PairFixEnv:
     PER AGENT (default 8 here). ``max_message_words``: 1..16 (default 6). ``render_mode``: ansi.
 
     ## Version History
+    - v2: the evaluation verifier is exact (functional equivalence with the reference on every
+      input -99..199; v1 sampled inputs of -50..69 outside the training grader's, so it missed the
+      comparison constants and accepted programs wrong only there); the task filter also rejects
+      saturating affine fits and step-table fits of the visible tests (BugFix-v2's generator).
+      ``verified``, ``eval_pass_rate`` and the task streams change.
     - v1: first version; ``infos[agent]["state_key"]`` added within v1 (an added info key: no
       version bump, nothing else changes).
     """
 
-    metadata = {"render_modes": ["ansi"], "name": "pairfix_v1"}
+    metadata = {"render_modes": ["ansi"], "name": "pairfix_v2"}
     possible_agents = AGENTS
 
     def __init__(self, difficulty: str | dict = "easy", max_message_words: int = 6, render_mode: str | None = None,
@@ -134,7 +140,7 @@ class PairFixEnv:
         self.agents: list[str] = []
         self._ended = True
         self._task: PairTask | None = None
-        self._keys = RepositoryKeys("PairFix-v1", self.config)  # info["state_key"], memoised
+        self._keys = RepositoryKeys("PairFix-v2", self.config)  # info["state_key"], memoised
 
     # ---- spaces and tasks ---------------------------------------------------------------------
     def observation_space(self, agent: str) -> spaces.Text:
@@ -164,7 +170,7 @@ class PairFixEnv:
         split, index = task_from_options(options, self.np_random)
         task = self.task_at(split, index)
         self._task = task
-        self._train_verifier, self._eval_verifier = make_graders(task, self.config.grader, run_pair)
+        self._train_verifier, self._eval_verifier = make_graders(task, self.config.grader, run_pair_many)
         self._files = {"a": task.buggy[0], "b": task.buggy[1]}
         self._undo = {agent: [] for agent in AGENTS}
         self._tests = task.visible

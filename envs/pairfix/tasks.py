@@ -27,7 +27,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from envs.bugfix.language import run_program
+from envs.bugfix.language import run_many, run_program
 from envs.bugfix.tasks import Task, TaskSpec, make_task
 from envs.task_options import SPLITS
 
@@ -41,14 +41,20 @@ Program = tuple[str, ...]
 PairProgram = tuple[Program, Program]  # (file a, file b)
 
 
-def run_pair(program: PairProgram, inputs: tuple[int, ...]) -> tuple:
+def run_pair(program: PairProgram, inputs: tuple[int, ...], run=run_program) -> tuple:
     """Outputs of ``a(b(x))`` for ``program = (a_lines, b_lines)`` on each input; None where
-    either file returns nothing. ``ValueError`` if a line of either file is not a statement."""
+    either file returns nothing. ``ValueError`` if a line of either file is not a statement.
+    ``run(file, inputs)`` runs one file (``run_program``, or ``run_many``: the same outputs)."""
     a, b = program
-    mid = run_program(b, tuple(inputs))
+    mid = run(b, tuple(inputs))
     live = tuple(y for y in mid if y is not None)
-    outs = iter(run_program(a, live))
+    outs = iter(run(a, live))
     return tuple(None if y is None else next(outs) for y in mid)
+
+
+def run_pair_many(program: PairProgram, inputs: tuple[int, ...]) -> tuple:
+    """``run_pair`` over the vectorised single-file runner (the graders' evaluator)."""
+    return run_pair(program, inputs, run_many)
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ def algo_config(name: str, **fields) -> AlgoConfig:
     return claims_config(name, **fields).algo
 
 
-#: Hydra overrides of the two-agent claims preset (PairFix-v1 easy, 24 train tasks from
+#: Hydra overrides of the two-agent claims preset (PairFix-v2 easy, 24 train tasks from
 #: configs/env/pairfix.yaml): the values the configs do not already give it. Policy d_model 32,
 #: 1 layer, 2 heads, max_len 384; 16 envs; warm start on 64 demos at noise 0.3, 60 epochs, lr 3e-3;
 #: PPO lr 1e-4, 1 minibatch (epochs 2 from configs/algo/<algo>.yaml), unclipped value loss.

@@ -469,7 +469,7 @@ def c11_text(m: dict) -> str:
     parts = [f"{r} ({agent}): terminated={m[f'{r}/terminated']} truncated={m[f'{r}/truncated']} "
              f"masked={m[f'{r}/masked']} scored={m[f'{r}/scored']} {'match' if m[f'{r}/matches_rule'] else 'MISMATCH'}"
              for r, agent, _ in C11_SCENARIOS]
-    text = (f"BugFix-v1 easy, seed 0: " + "; ".join(parts)
+    text = (f"BugFix-v2 easy, seed 0: " + "; ".join(parts)
             + f"; required reasons distinct: {m['required_reached']}/{len(C11_REQUIRED)}, boundaries covered: "
             f"{m['boundaries_covered']}/{m['boundaries_total']}; 'cancelled' has infra_error's rule: "
             f"{bool(m['cancelled_like_infra_error'])}; 'token_budget' is written by the rollout engine")
@@ -495,7 +495,7 @@ def c21_text(m: dict) -> str:
     parts = [f"{a.removeprefix('hack_')}: flagged {m[f'{a}/flagged']:.2f}, reward {m[f'{a}/train_reward']:.2f}, "
              f"verified {m[f'{a}/verified']:.2f}, hack rate {m[f'{a}/hack_rate']:.2f}" for a in C21_AGENTS]
     w = "visible_grader/fit_visible"
-    text = (f"BugFix-v1 easy+hard, {m['episodes']} episodes per agent (faults off, max_turns 40): " + "; ".join(parts)
+    text = (f"BugFix-v2 easy+hard, {m['episodes']} episodes per agent (faults off, max_turns 40): " + "; ".join(parts)
             + f"; oracle: reward {m['oracle/train_reward']:.2f}, verified {m['oracle/verified']:.2f}; under grader=visible "
             f"fit_visible: reward {m[f'{w}/train_reward']:.2f}, verified {m[f'{w}/verified']:.2f}, outcome hack rate "
             f"{m[f'{w}/hack_rate']:.2f}, detector matches {m[f'{w}/flagged']:.2f}")
@@ -514,7 +514,7 @@ def c22_passes(m: dict) -> bool:
 def c22_text(m: dict) -> str:
     ci = lambda k: f"[{m[k + '_lo']:.2f}, {m[k + '_hi']:.2f}]"  # noqa: E731
     reps = ", ".join(f"{x:+.2f}" for x in m["c22_msg_tv_diff_replicates"])
-    return (f"PairFix-v1, ppo_independent from one BC start, {m['c22_updates']} updates, B frozen vs training, "
+    return (f"PairFix-v2, ppo_independent from one BC start, {m['c22_updates']} updates, B frozen vs training, "
             f"{m['c22_replicates']} training replicates x {m['c22_eval_episodes']} eval episodes on bug-only-in-a "
             f"train tasks (pooled): A's success start "
             f"{m['c22_success_a_only_start']:.2f} {ci('c22_success_a_only_start')}, B frozen "
@@ -538,13 +538,14 @@ def c23_passes(m: dict) -> bool:
     disjoint inputs."""
     n = m["tasks"]
     return (m["train_reward_1_verified_0"] >= 1 and m["verified_is_eval_verdict"] == n
-            and m["reward_is_train_verdict"] == n and m["distinct_graders"] == n and m["shared_inputs"] == 0)
+            and m["reward_is_train_verdict"] == n and m["distinct_graders"] == n and m["exact_verifier"] == n)
 
 
 def c23_text(m: dict) -> str:
-    text = (f"BugFix-v1 easy, {m['tasks']} train tasks, oracle fix + a special case on an evaluation-only input + submit: "
+    text = (f"BugFix-v2 easy, {m['tasks']} train tasks, oracle fix + a special case on an evaluation-only input + submit: "
             f"training reward 1 but verified 0 in {m['train_reward_1_verified_0']}/{m['tasks']}; training grader "
-            f"{m['train_tests']} tests vs evaluation verifier {m['eval_tests']}, shared inputs {m['shared_inputs']}; "
+            f"{m['train_tests']} tests vs exact evaluation verifier {m['eval_tests']} (every input -99..199 on "
+            f"{m['exact_verifier']}/{m['tasks']} tasks); "
             f"distinct objects {m['distinct_graders']}/{m['tasks']}; verified == evaluation verdict "
             f"{m['verified_is_eval_verdict']}/{m['tasks']}, reward == training verdict {m['reward_is_train_verdict']}/{m['tasks']}")
     return text
@@ -564,7 +565,7 @@ def c24_agents_passes(m: dict) -> bool:
 def c24_agents_text(m: dict) -> str:
     cells = "; ".join(f"{a} / {mode}: train reward {m[f'{a}/{mode}/train_reward']:.2f}, verified {m[f'{a}/{mode}/verified']:.2f}"
                       for a in ("process_exploit", "oracle") for mode in ("outcome", "process", "biased_process"))
-    text = (f"scripted agents (no trainer), BugFix-v1 easy, faults off, max_turns {m['max_turns']}, {m['episodes']} seeds: "
+    text = (f"scripted agents (no trainer), BugFix-v2 easy, faults off, max_turns {m['max_turns']}, {m['episodes']} seeds: "
             f"{cells}; at the preset's max_turns {m['preset_max_turns']} under biased_process: exploit "
             f"{m['preset_turns/process_exploit/biased_process/train_reward']:.2f} vs oracle "
             f"{m['preset_turns/oracle/biased_process/train_reward']:.2f}")

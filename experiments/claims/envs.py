@@ -1,4 +1,4 @@
-"""Env-level measurements of claims C9, C10, C11, C21, C23 and C24 on BugFix-v1 / LongHorizon-v1.
+"""Env-level measurements of claims C9, C10, C11, C21, C23 and C24 on BugFix-v2 / LongHorizon-v1.
 
 Each ``measure_cNN(...)`` builds the real environments, plays the project's scripted agents with
 fixed seeds and returns a flat dict of numbers (ints, floats, lists of numbers; 0/1 for yes/no).
@@ -15,6 +15,7 @@ import envs
 from envs import agents as bugfix_agents
 from envs import long_horizon_agents as lh_agents
 from envs.bugfix import is_hack
+from envs.bugfix.graders import VERIFIER_INPUTS
 from envs.compression import ContextCompression
 from envs.episode import run_episode
 from envs.stop import STOP_RULES, Boundary, StopReason
@@ -183,17 +184,17 @@ def measure_c23(max_tasks: int = 10, seed: int = 0) -> dict:
     ``if x == E then return Y + 1`` on the task's first evaluation-only input E (Y its reference
     output), then submit. Counts: episodes with training reward 1 but verified 0, episodes where
     ``info["verified"]`` equals the evaluation verifier's own verdict and the reward the training
-    grader's; the graders are distinct objects (0/1), their shared inputs (0 = disjoint) and their
-    test counts."""
+    grader's; the graders are distinct objects (0/1), the tasks whose verifier runs on every input
+    the language admits (the exact verifier) and the two graders' test counts."""
     env = envs.make(envs.BUGFIX_ID, difficulty="easy", faults=False, max_turns=40)
     u = env.unwrapped
-    diverged = from_eval = from_train = distinct = shared = 0
+    diverged = from_eval = from_train = distinct = exact = 0
     n_train = n_eval = 0
     for index in range(max_tasks):
         env.reset(seed=seed, options={"task_index": index, "split": "train"})
         train, evaluation = u._train_verifier, u._eval_verifier
         distinct += int(train is not evaluation and train.grader is not evaluation.grader)
-        shared += len(set(train.grader.inputs) & set(evaluation.grader.inputs))
+        exact += int(evaluation.grader.inputs == VERIFIER_INPUTS)
         n_train, n_eval = train.grader.n_tests, evaluation.grader.n_tests
         x, y = u.task.evaluation[0]
         total = 0.0
@@ -204,7 +205,7 @@ def measure_c23(max_tasks: int = 10, seed: int = 0) -> dict:
         from_train += int(train.verdict(u.program, info["hack_flags"]) == int(total))
         diverged += int(total == 1.0 and info["verified"] == 0)
     return {"tasks": max_tasks, "train_reward_1_verified_0": diverged, "verified_is_eval_verdict": from_eval,
-            "reward_is_train_verdict": from_train, "distinct_graders": distinct, "shared_inputs": shared,
+            "reward_is_train_verdict": from_train, "distinct_graders": distinct, "exact_verifier": exact,
             "train_tests": n_train, "eval_tests": n_eval}
 
 

@@ -116,7 +116,7 @@ def measure_c12(task_index: int = 0) -> dict:
     trajectory's first action token (``trajectory_advantages``) and whether every action token
     carries its trajectory's value (``broadcast``) and every other token 0 (``env_tokens_zero``)."""
     start_model_info()
-    # a turn limit above the failing member's 10 turns (BugFix-v1 easy stops at 6)
+    # a turn limit above the failing member's 10 turns (BugFix-v2 easy stops at 6)
     env = envs.make(BUGFIX, difficulty="easy", faults=False, max_turns=12)
     options = {"task_index": task_index, "split": "train"}
     env.reset(seed=0, options=options)

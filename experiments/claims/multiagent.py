@@ -1,4 +1,4 @@
-"""Claim C22 on PairFix-v1: two learning agents see a non-stationary environment, and a
+"""Claim C22 on PairFix-v2: two learning agents see a non-stationary environment, and a
 centralized critic's inputs explain returns better than local critics' inputs.
 
 ``measure_c22(...) -> dict`` (numbers only; the PASS criterion lives with the claims table):

@@ -41,7 +41,7 @@ A missing required key raises :class:`ReportError` naming the key and the run. `
 (train.py writes NaN as null, e.g. a recovery rate with no tool failures) are left out of means;
 the table says "(k of n seeds)" when some seeds had no value.
 
-Two-agent runs (``algo=ppo_ctde | ppo_independent``, PairFix-v1) follow the smaller contract of
+Two-agent runs (``algo=ppo_ctde | ppo_independent``, PairFix-v2) follow the smaller contract of
 ``experiments/report/pair.py`` (no recovery / hack / turn columns, groups, stop reasons or team
 critic; per-agent ``agent_X/...`` keys instead) and get a per-agent table; without ``--methods``
 ``ppo_independent`` is their baseline.

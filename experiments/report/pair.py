@@ -1,4 +1,4 @@
-"""Two-agent runs (``algo=ppo_ctde | ppo_independent`` on PairFix-v1, ``experiments/train_pair.py``)
+"""Two-agent runs (``algo=ppo_ctde | ppo_independent`` on PairFix-v2, ``experiments/train_pair.py``)
 in the report: what their run directories must hold, which single-agent columns they do not have,
 and the per-agent table.
 
@@ -35,7 +35,7 @@ PAIR_NA = "n/a (two-agent run)"
 #: Metrics every pair run must log in at least one metrics.jsonl line (instead of METRIC_KEYS).
 PAIR_METRIC_KEYS: tuple[str, ...] = ("eval/success", "rollout/success_rate")
 STOP_NA = "two-agent runs do not log `rollout/stop/<reason>` counters"
-REFERENCE_NA = "n/a (PairFix-v1 has no scripted floor / ceiling in experiments/calibrate)"
+REFERENCE_NA = "n/a (PairFix-v2 has no scripted floor / ceiling in experiments/calibrate)"
 
 
 def agent_key(agent: str, key: str) -> str:

@@ -1,4 +1,4 @@
-"""GiGPO on real BugFix-v1 / LongHorizon-v1 episodes: the envs' ``info["state_key"]`` makes step
+"""GiGPO on real BugFix-v2 / LongHorizon-v1 episodes: the envs' ``info["state_key"]`` makes step
 groups that are not all singletons (``train/anchor_hit_rate > 0``), so GiGPO's advantages differ from
 GRPO's; with the keys removed (-1, what every env gave before) GiGPO equals GRPO again."""
 
@@ -19,9 +19,9 @@ from experiments.config import AlgoConfig
 torch.set_num_threads(1)
 TOK = get_tokenizer()
 TASK0 = {"task_index": 0, "split": "train"}
-# BugFix easy train task 0: main = ("t = x + 2", "if x <= 2 then u = t - 13", "return u + x");
-# the fix is "edit 2 13 9"; "edit 3 + -" breaks line 3 instead.
-FIX, BREAK = "edit 2 13 9", "edit 3 + -"
+# BugFix easy train task 0: main = ("if x >= 1 then t = x * 12", "return t - x");
+# the fix is "edit 1 >= =="; "edit 2 - +" breaks line 2 instead.
+FIX, BREAK = "edit 1 >= ==", "edit 2 - +"
 # Four members of one group (faults off). States: S0 = buggy start, S1 = fixed, S2 = line 3 broken,
 # S3 = fixed and line 3 broken. The state each action is chosen in, and the outcome:
 #   m0: view main (S0), FIX (S0), submit (S1)                 R = 1

@@ -74,9 +74,10 @@ def test_sequence_ratios_match_loop(data, b, t, normalized):
         assert math.isclose(got[i].item(), expected, rel_tol=1e-9)
 
 
-def test_long_sequence_ratio_is_clamped_not_inf():
-    """Issue 9 #7: 200 tokens at log-ratio +0.5 sum to 100; exp(100) overflows float32 (max ~3.4e38
-    = exp(88.7)). The summed log-ratio is clamped to +-20 first: ratio exp(20), finite gradient."""
+def test_long_sequence_ratio_is_finite_with_a_finite_gradient():
+    """200 tokens at log-ratio +0.5 sum to 100; exp(100) overflows float32 (max ~3.4e38 =
+    exp(88.7)). The ratio's value and slope are held at exp(20) beyond |s| = 20: finite ratio,
+    finite and non-zero gradient."""
     new = torch.full((1, 200), -1.0, requires_grad=True)
     old = torch.full((1, 200), -1.5)
     mask = torch.ones(1, 200, dtype=torch.bool)
@@ -85,10 +86,52 @@ def test_long_sequence_ratio_is_clamped_not_inf():
     loss, clipped = ppo_clip_loss(ratio[:, None].expand(1, 200), torch.full((1, 200), -1.0))
     loss.sum().backward()
     assert torch.isfinite(loss).all() and torch.isfinite(new.grad).all()
-    assert torch.exp(torch.tensor(100.0)).isinf()  # what the unclamped product would have been
+    # A = -1 on 200 tokens, unclipped branch: dL/dlogp_t = -A * sum over the row's 200 loss
+    # elements of d rho / d s = 200 * exp(20) on every token
+    assert new.grad[0, 0].item() == pytest.approx(200 * math.exp(20.0), rel=1e-5)
+    assert torch.exp(torch.tensor(100.0)).isinf()  # what the unbounded product would have been
     # below the bound nothing changes: 200 tokens at +0.05 -> exp(10)
     assert sequence_ratios(old + 0.05, old, mask).item() == pytest.approx(math.exp(10.0), rel=1e-4)
     assert token_ratios(t64([30.0, 1.0]), t64([0.0, 0.0])).tolist() == pytest.approx([math.exp(20.0), math.e])
+
+
+def _per_row_ppo_gradient(s: float, adv: float, n_tokens: int, clip: float = 0.2) -> float:
+    """d/d logp_t of one row's summed PPO loss (sequence ratio broadcast to its ``n_tokens``
+    tokens, loss summed over them), in float64, one row at a time: -A * rho'(s) * n_tokens when
+    PPO's min selects the unclipped term, else 0; rho'(s) = exp(min(max(s, -20), 20))."""
+    rho = math.exp(s)
+    unclipped = rho * adv
+    clipped = min(max(rho, 1 - clip), 1 + clip) * adv
+    if clipped < unclipped:
+        return 0.0
+    return -adv * math.exp(min(max(s, -LOG_RATIO_CLAMP), LOG_RATIO_CLAMP)) * n_tokens
+
+
+@pytest.mark.parametrize("kind", ["sequence", "sequence-norm", "token"])
+def test_large_ratio_with_negative_advantage_keeps_ppos_gradient(kind):
+    """A row at summed log-ratio +30 with advantage -1.1 sits in PPO's unclipped branch (rho * A
+    < clip(rho) * A): its gradient must not vanish. Rows at +15 (inside the bound: exact PPO),
+    +30 with A > 0 and -30 with A < 0 (clipped: 0), and -30 with A > 0 (unclipped, rho ~ 0)."""
+    n = 3
+    rows = [(30.0, -1.1), (15.0, -1.1), (30.0, 1.1), (-30.0, -1.1), (-30.0, 1.1), (0.1, -0.7)]
+    old = torch.zeros(len(rows), n, dtype=torch.float64)
+    # sequence: the row sums to s; sequence-norm: its mean is s; token: every token at s
+    per_token = [s / n if kind == "sequence" else s for s, _ in rows]
+    new = torch.tensor([[p] * n for p in per_token], dtype=torch.float64, requires_grad=True)
+    adv = torch.tensor([[a] for _, a in rows], dtype=torch.float64)
+    mask = torch.ones(len(rows), n, dtype=torch.bool)
+    ratio = RATIO_KINDS[kind](new, old, mask)
+    loss, _ = ppo_clip_loss(ratio, adv)
+    loss.sum().backward()
+    for i, (s, a) in enumerate(rows):
+        if kind == "token":  # each token its own ratio at log-ratio s, one loss element each
+            expected = _per_row_ppo_gradient(s, a, 1)
+        elif kind == "sequence":
+            expected = _per_row_ppo_gradient(s, a, n)
+        else:  # the mean log-ratio s: d s / d logp_t = 1 / n, n loss elements
+            expected = _per_row_ppo_gradient(s, a, n) / n
+        assert new.grad[i].tolist() == pytest.approx([expected] * n, rel=1e-9, abs=1e-300), (kind, s, a)
+    assert new.grad[0, 0].item() > 1e8  # +30, A < 0: PPO pushes the row down, never 0
 
 
 def test_ratio_kinds_and_off_policy_corrections():

@@ -187,7 +187,7 @@ def _bugfix_demo(actions, **env_kwargs):
     """Play fixed ``actions`` on BugFix easy task 0 (seed 0) and lay the episode out like a rollout."""
     import envs
 
-    env = envs.make("agentrl/BugFix-v1", difficulty="easy", **env_kwargs)
+    env = envs.make("agentrl/BugFix-v2", difficulty="easy", **env_kwargs)
     obs, info = env.reset(seed=0, options={"task_index": 0, "split": "train"})
     observations, rewards, infos, te, tr_ = [obs], [], [info], False, False
     for a in actions:

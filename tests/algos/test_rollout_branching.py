@@ -13,7 +13,7 @@ from algos.rollout import RolloutEngine, RolloutRequest
 from envs.tokenizer import get_tokenizer
 
 TOK = get_tokenizer()
-BUGFIX = "agentrl/BugFix-v1"
+BUGFIX = "agentrl/BugFix-v2"
 # every tool call times out with probability 1/2 (the status sequence is the tool stream's fingerprint)
 FAULTS = dict(difficulty="easy", timeout_prob=0.5, flaky_prob=0.0, crash_prob=0.0, max_consecutive_timeouts=50,
               max_turns=8)

@@ -40,6 +40,6 @@ def test_env_criteria_fail_on_violating_numbers():
     c10 = {"lossy_repeats": 2.0, "structured_repeats": 0.0, "lossy_min_compressions": 3, "structured_min_compressions": 3}
     assert not criteria.c10_passes(c10) and criteria.c10_passes({**c10, "lossy_repeats": 3.0})
     c23 = {"tasks": 3, "train_reward_1_verified_0": 0, "verified_is_eval_verdict": 3, "reward_is_train_verdict": 3,
-           "distinct_graders": 3, "shared_inputs": 0}
+           "distinct_graders": 3, "exact_verifier": 3}
     assert not criteria.c23_passes(c23) and criteria.c23_passes({**c23, "train_reward_1_verified_0": 1})
-    assert not criteria.c23_passes({**c23, "train_reward_1_verified_0": 1, "shared_inputs": 2})
+    assert not criteria.c23_passes({**c23, "train_reward_1_verified_0": 1, "exact_verifier": 2})

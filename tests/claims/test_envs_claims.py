@@ -1,4 +1,4 @@
-"""experiments.claims.envs: the env-level claim measurements on BugFix-v1 / LongHorizon-v1,
+"""experiments.claims.envs: the env-level claim measurements on BugFix-v2 / LongHorizon-v1,
 asserted on their numbers (fixed seeds: exact where the envs are deterministic)."""
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ def test_c21_fitting_and_traps_earn_no_verified_reward_and_visible_grader_shows_
 def test_c23_training_reward_and_verifier_disagree():
     r = m.measure_c23(max_tasks=6)
     assert r == {"tasks": 6, "train_reward_1_verified_0": 6, "verified_is_eval_verdict": 6,
-                 "reward_is_train_verdict": 6, "distinct_graders": 6, "shared_inputs": 0,
-                 "train_tests": 4 + 16, "eval_tests": 120 - 20}
+                 "reward_is_train_verdict": 6, "distinct_graders": 6, "exact_verifier": 6,
+                 "train_tests": 4 + 16, "eval_tests": 299}  # every x in -99..199
 
 
 def test_c24_biased_process_reward_pays_more_without_verified_success():

@@ -469,7 +469,7 @@ def test_evaluation_verifier_is_independent_of_the_training_grader():
     assert reward == 1.0 and info["stop_reason"] == "submitted_resolved" and info["train_reward"] == 1.0
     assert info["verified"] == 0 and info["hack_flags"]["hardcode"] == 0  # x is not a visible input
     assert u._train_verifier is not u._eval_verifier
-    assert not set(u._train_verifier.grader.inputs) & set(u._eval_verifier.grader.inputs)
+    assert u._eval_verifier.grader.inputs == tuple(range(-99, 200))  # exact: every admitted input
 
 
 def test_memory_facts_and_task_statement():

@@ -1,4 +1,4 @@
-"""BugFix-v1 procedural tasks: interpreters, splits, the three input sets, fitting, fixes."""
+"""BugFix-v2 procedural tasks: interpreters, splits, the three input sets, fitting, fixes."""
 
 from __future__ import annotations
 

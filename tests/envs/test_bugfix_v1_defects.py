@@ -1,4 +1,4 @@
-"""BugFix-v1 / LongHorizon-v1: the defects issue 8 lists, each with the test that catches it,
+"""BugFix-v2 / LongHorizon-v1: the defects issue 8 lists, each with the test that catches it,
 plus the time_limit option, eager kwarg validation and the v0 deprecation."""
 
 from __future__ import annotations
@@ -188,7 +188,9 @@ def test_long_horizon_constructor_validates_every_kwarg_in_one_line(kwargs, mess
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("old", ["agentrl/BugFix-v0", "agentrl/LongHorizon-v0"])
-def test_v0_ids_are_deprecated_in_favour_of_v1(old):
-    with pytest.raises(gymnasium.error.DeprecatedEnv, match=old.replace("-v0", "-v1")):
+@pytest.mark.parametrize("old, new", [("agentrl/BugFix-v0", "agentrl/BugFix-v2"),
+                                      ("agentrl/BugFix-v1", "agentrl/BugFix-v2"),
+                                      ("agentrl/LongHorizon-v0", "agentrl/LongHorizon-v1")])
+def test_old_versions_are_deprecated_in_favour_of_the_current_one(old, new):
+    with pytest.raises(gymnasium.error.DeprecatedEnv, match=new):
         gymnasium.make(old)

@@ -1,4 +1,4 @@
-"""``info["state_key"]``: the anchor state of BugFix-v1, LongHorizon-v1 and PairFix-v1 (GiGPO's step
+"""``info["state_key"]``: the anchor state of BugFix-v2, LongHorizon-v1 and PairFix-v2 (GiGPO's step
 groups). In reset and every step info, an int in [0, 2**63); equal for the same state reached along
 different paths, at different turns or under different fault draws; different for different
 program text, tests, raised flags, tasks; the same in every process."""
@@ -22,9 +22,9 @@ from envs.pairfix.agents import PairOracle, run_pair_episode
 from envs.state_key import canonical_json, stable_state_key
 
 TASK0 = {"task_index": 0, "split": "train"}
-# BugFix easy train task 0: main is ("t = x + 2", "if x <= 2 then u = t - 13", "return u + x"),
-# oracle fix "edit 2 13 9"; its inverse is "edit 2 9 13" (9 is the first 9 of the fixed line).
-FIX, INVERSE = "edit 2 13 9", "edit 2 9 13"
+# BugFix easy train task 0: main is ("if x >= 1 then t = x * 12", "return t - x"), oracle fix
+# "edit 1 >= =="; its inverse is "edit 1 == >=".
+FIX, INVERSE = "edit 1 >= ==", "edit 1 == >="
 
 
 def _bugfix(**knobs):
@@ -106,7 +106,7 @@ def test_bugfix_edit_then_inverse_edit_returns_to_the_start_key():
     fixed = keys[1]
     assert fixed != start  # different program text
     assert keys == [start, fixed, start, fixed, start, fixed]  # undo pops back to the earlier text
-    assert env.unwrapped.program == env.unwrapped.task.buggy[:1] + env.unwrapped.task.reference[1:]
+    assert env.unwrapped.program == env.unwrapped.task.reference
 
 
 def test_bugfix_same_state_at_different_turns_shares_the_key_despite_turns_left():
@@ -204,7 +204,7 @@ def test_long_horizon_tasks_and_shapes_give_different_keys():
 _CHILD = """
 import json, envs
 out = []
-for env_id, actions in ((envs.BUGFIX_ID, ["view main", "edit 2 13 9", "view ref"]),
+for env_id, actions in ((envs.BUGFIX_ID, ["view main", "edit 1 >= ==", "view ref"]),
                         (envs.LONG_HORIZON_ID, ["try A", "step"])):
     env = envs.make(env_id)
     _, info = env.reset(seed=5, options={"task_index": 0, "split": "train"})
@@ -217,7 +217,7 @@ print(json.dumps(out))
 
 def test_keys_are_the_same_in_another_process_with_another_hash_seed():
     here = []
-    for env_id, actions in ((envs.BUGFIX_ID, ["view main", FIX, "view ref"]), (envs.LONG_HORIZON_ID, ["try A", "step"])):
+    for env_id, actions in ((envs.BUGFIX_ID, ["view main", "edit 1 >= ==", "view ref"]), (envs.LONG_HORIZON_ID, ["try A", "step"])):
         here += _keys_after(envs.make(env_id), actions, seed=5)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": root}
@@ -232,13 +232,13 @@ def test_memoised_keys_equal_the_direct_hash_of_the_state():
 
     env, _ = _bugfix(faults=False, max_turns=20)
     u = env.unwrapped
-    identity = config_identity("BugFix-v1", u.config)
+    identity = config_identity("BugFix-v2", u.config)
     for action in ("view main", FIX, "view ref", "view ref", INVERSE, "edit_test 2 7", "undo", "skip_tests"):
         key = env.step(action)[-1]["state_key"]
         direct = repository_state_key(identity, u.task.task_id, {"main": u.program}, u.visible_tests, u._skipped,
                                       u._hack_flags, (u._process_given, u._process_paid))
         assert key == direct, action
-    keys = RepositoryKeys("BugFix-v1", u.config, max_memo=2)  # a full memo is emptied, never wrong
+    keys = RepositoryKeys("BugFix-v2", u.config, max_memo=2)  # a full memo is emptied, never wrong
     states = [("t", {"main": ("return x",)}, ((1, 1),), False, {"read_ref": n}, ()) for n in (0, 1, 2, 0)]
     got = [keys(*s) for s in states]
     assert got == [repository_state_key(identity, *s) for s in states] and got[0] == got[3] != got[1] == got[2]

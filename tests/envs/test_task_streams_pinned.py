@@ -1,9 +1,9 @@
 """The task of every (difficulty, split, index) is pinned: a change to the generator that changes
 what any index draws (and so every measured floor, ceiling and start-model number) fails here.
 
-The digests were computed on commit 801cf99 (before the generator's speed work) and re-checked
-after it: sha256 over ``repr(make_task(spec, split, i))`` for split train then held-out, i = 0..7.
-A deliberate change of the task streams updates them together with every number it moves.
+Each digest is sha256 over ``repr(make_task(spec, split, i))`` for split train then held-out,
+i = 0..7 (BugFix-v2's generator). A deliberate change of the task streams updates them together
+with every number it moves.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from envs.bugfix.config import make_config
 from envs.bugfix.tasks import make_task
 
 PINNED = {
-    "tutorial": "6ecec10c7bf99063",
-    "easy": "8337ce46a87c75ac",
-    "medium": "5217f85285371948",
-    "hard": "773cbca6494ab2ad",
+    "tutorial": "8bbbaa07c0edb325",
+    "easy": "acc9e47b0ab237b5",
+    "medium": "423d50e75b502948",
+    "hard": "f670e86a05eff24f",
     "extreme": "24405b389a67f480",
 }
 

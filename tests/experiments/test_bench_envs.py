@@ -27,7 +27,7 @@ def test_bench_envs_cli_prints_the_ratio_within_target():
     lines = out.strip().split("\n")
     assert "FrozenLake-v1" in lines[0] and "median over repeats" in lines[0]
     assert lines[1].split()[:3] == ["env", "driver", "steps/s"] and "ratio" in lines[1]
-    m = re.match(r"^agentrl/BugFix-v1\s+bugfix_driver\s+(\d+)\s+(\d+)\s+(\d+\.\d+)x\s+<= 5x (ok|OVER)$", lines[3])
+    m = re.match(r"^agentrl/BugFix-v2\s+bugfix_driver\s+(\d+)\s+(\d+)\s+(\d+\.\d+)x\s+<= 5x (ok|OVER)$", lines[3])
     assert m, lines[3]
     env_rate, base_rate, ratio = int(m[1]), int(m[2]), float(m[3])
     assert env_rate > 0 and base_rate > 0
@@ -65,7 +65,7 @@ def test_drivers_record_replayable_episodes():
 
 def test_bench_envs_does_not_import_the_training_stack():
     code = ("import sys; from experiments import bench; "
-            "bench.main(['envs', '--steps', '50', '--repeats', '1', '--env', 'agentrl/BugFix-v1']); "
+            "bench.main(['envs', '--steps', '50', '--repeats', '1', '--env', 'agentrl/BugFix-v2']); "
             "assert 'torch' not in sys.modules and 'experiments.bench_train' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
 

@@ -122,7 +122,7 @@ def write_pair_run(run_dir: Path, algo: str, seed: int, frozen: tuple[str, ...] 
                    drop_metric: str | None = None) -> Path:
     """A run directory shaped like experiments/train_pair.py's (keys of a real tiny run)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    config = {"seed": seed, "env": {"name": "pairfix", "id": "agentrl/PairFix-v1", "kwargs": {"difficulty": "easy"}},
+    config = {"seed": seed, "env": {"name": "pairfix", "id": "agentrl/PairFix-v2", "kwargs": {"difficulty": "easy"}},
               "algo": {"name": algo, "group_size": 1, "frozen": list(frozen)},
               "budget": {"kind": "rollouts", "amount": UPDATES * PER_UPDATE},
               "eval": {"tasks": 10, "samples_per_task": 2}}

@@ -148,7 +148,7 @@ def test_staleness_separates_behavior_and_old_logprobs(tmp_path, ws_cache):
 
 @pytest.mark.parametrize("algo, extra", [("grpo", []), ("ppo", ["algo.tasks_per_update=16"])])
 def test_short_run_improves_over_the_start_model(tmp_path, ws_cache, algo, extra):
-    """configs/experiment/learn_tiny: 8 tutorial BugFix-v1 tasks, a ~0.2 warm start, 640 rollouts
+    """configs/experiment/learn_tiny: 8 tutorial BugFix-v2 tasks, a ~0.2 warm start, 640 rollouts
     of RL at seeds 0 and 1. Success on those tasks (fixed eval seeds, 256 attempts, binomial SE
     ~0.03) must beat the start model's (256 attempts on the same tasks) on each seed by 0.05 and
     on the two seeds' mean by 0.12 (3.7 standard errors of that mean's difference with the start:

@@ -25,7 +25,7 @@ def cfg(*overrides):
 @pytest.mark.parametrize("algo", ["ppo_ctde", "ppo_independent"])
 def test_pairfix_composes_and_maps_to_a_pair_config(algo):
     c = validate(cfg(f"algo={algo}", "env=pairfix", "budget.amount=100", "algo.tasks_per_update=16"))
-    assert is_pair_run(c) and c.env.id == "agentrl/PairFix-v1" and c.algo.value_level == "turn"
+    assert is_pair_run(c) and c.env.id == "agentrl/PairFix-v2" and c.algo.value_level == "turn"
     pc = pair_config(c)
     # 100 pair episodes at 16 per update: ceil(100 / 16) = 7 updates
     assert pc.updates == 7 and pc.episodes_per_update == 16 and pc.algo == algo
@@ -59,7 +59,7 @@ def test_shared_policy_and_frozen_reach_the_pair_config():
         (["algo=ppo_ctde", "env=pairfix", "compression=recent"], "compression.strategy='recent' is not supported for env=pairfix"),
         (["algo=ppo_ctde", "env=pairfix", "budget=tool_seconds"], "budget.kind='tool_seconds' is not supported for env=pairfix"),
         (["algo=ppo_ctde", "env=pairfix", "eval.temperature=0"], "eval.temperature=0.0 is not supported for env=pairfix"),
-        (["algo=ppo_ctde", "env=pairfix", "++env.kwargs.max_message_words=40"], "env.kwargs of env agentrl/PairFix-v1: max_message_words=40"),
+        (["algo=ppo_ctde", "env=pairfix", "++env.kwargs.max_message_words=40"], "env.kwargs of env agentrl/PairFix-v2: max_message_words=40"),
     ],
 )
 def test_bad_pair_combinations_are_one_line_errors(overrides, message):
