@@ -10,13 +10,11 @@ rows that add one token and of those that add several (``Block.forward_packed`` 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 
-if TYPE_CHECKING:
-    from algos.policy import PolicyShape
+from algos.shape import PolicyShape
 
 # positions a new KVCache starts with (it grows on demand): a BugFix episode's context is ~100-300 tokens
 KV_INITIAL_CAPACITY = 256
@@ -35,7 +33,7 @@ class KVCache:
     they can never overwrite a real token's entry.
     """
 
-    def __init__(self, shape: "PolicyShape", batch_size: int, dtype=torch.float32, initial: int | None = None) -> None:
+    def __init__(self, shape: PolicyShape, batch_size: int, dtype=torch.float32, initial: int | None = None) -> None:
         dh = shape.d_model // shape.n_heads
         self.max_len = shape.max_len
         self.capacity = min(shape.max_len + 1, KV_INITIAL_CAPACITY if initial is None else max(1, initial))

@@ -29,31 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from algos.kv_cache import KVCache, PackedPlan
-
-CRITIC_KINDS = ("none", "head", "separate")
-
-
-@dataclass
-class PolicyShape:
-    """The model's shape (mirrors ``experiments.config.PolicyConfig``'s architecture fields)."""
-
-    vocab_size: int
-    d_model: int = 64
-    n_layers: int = 2
-    n_heads: int = 4
-    max_len: int = 512
-    mlp_ratio: int = 4
-    critic: str = "none"  # none | head | separate
-    tie_embeddings: bool = True
-
-    def __post_init__(self) -> None:
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"policy.d_model={self.d_model} must be divisible by policy.n_heads={self.n_heads}"
-            )
-        if self.critic not in CRITIC_KINDS:
-            raise ValueError(f"policy.critic={self.critic!r} unknown; allowed: {', '.join(CRITIC_KINDS)}")
-
+from algos.shape import CRITIC_KINDS, PolicyShape
 
 class Block(nn.Module):
     def __init__(self, d: int, n_heads: int, mlp_ratio: int) -> None:

@@ -39,9 +39,10 @@ from torch import Tensor
 from algos.batch import Batch
 from algos.compute import attention_flops
 from algos.metrics import explained_variance
+from algos.policy import shift_values
 from algos.ppo import PPOTrainer
 from algos.registry import register
-from algos.trainer import Advantages, UpdateInputs
+from algos.trainer import Advantages, ForwardOutput, UpdateInputs
 from envs.pairfix import AGENTS
 
 CTDE_ALGOS = ("ppo_ctde", "ppo_independent")
@@ -111,16 +112,16 @@ class CentralCriticPPOTrainer(PPOTrainer):
         self._joint: JointInputs | None = None
 
     # the actor's forward never touches the critic: decentralized execution
-    def forward(self, tokens: Tensor, detach_value: bool = False) -> dict:
+    def forward(self, tokens: Tensor, detach_value: bool = False) -> ForwardOutput:
         logits, _ = self.policy(tokens, detach_value=detach_value)
-        return {"logits": logits, "values": None}
+        return ForwardOutput(logits)
 
     def forward_at(self, tokens: Tensor, want: Tensor, detach_value: bool = False,
-                   value_at: Tensor | None = None) -> dict:
+                   value_at: Tensor | None = None) -> ForwardOutput:
         """The actor's logits only before the ``want`` tokens; no values (the centralized critic
         runs on joint states in ``central_raw``, never on an actor's own context)."""
         logits, _ = self.policy.forward_at(tokens, want, detach_value=detach_value)
-        return {"logits": logits, "values": None}
+        return ForwardOutput(logits)
 
     def _count(self, batch, rows, train, model=None, with_critic=True, width=None, critic_only=False) -> None:
         super()._count(batch, rows, train, model=model, with_critic=False, width=width, critic_only=critic_only)
@@ -168,8 +169,6 @@ class CentralCriticPPOTrainer(PPOTrainer):
         vm = adv.value_mask > 0
         if vm.any():
             self.critic.eval()
-            from algos.policy import shift_values
-
             fitted = shift_values(self.central_raw(torch.arange(batch.num_rows), tuple(batch.tokens.shape), grad=False))
             out["critic/explained_variance_in_batch"] = explained_variance(fitted[vm], adv.returns[vm])
         return out

@@ -75,6 +75,16 @@ LR_SCHEDULES = {
 SPLIT_COST_KEYS = frozenset({"train/padding_efficiency"})
 
 
+@dataclass(frozen=True)
+class ForwardOutput:
+    """One forward of the trainer's models: the policy's ``logits`` (``[B, T, V]``, or ``[n, V]``
+    at the selected positions of ``forward_at``) and the ``values`` ``[B, T]`` of the separate
+    critic or the value head (``None``: no value model, or values computed elsewhere)."""
+
+    logits: Tensor
+    values: Tensor | None = None
+
+
 @dataclass
 class UpdateInputs:
     """What ``prepare_batch`` computes once per update, before any optimizer step. Tensors are
@@ -287,9 +297,9 @@ class Trainer:
                     width = int(lengths[idx].max())
                     tokens, at = batch.tokens[idx, :width], want[idx, :width]
                     out = self.forward_at(tokens, at, value_at=value_at[idx, :width])
-                    old_logp[idx, :width] = token_logprobs(out["logits"], tokens, at, self.temperature)[0]
-                    if old_values is not None and out["values"] is not None:  # None: values come from elsewhere (ppo_ctde)
-                        old_values[idx, :width] = out["values"]
+                    old_logp[idx, :width] = token_logprobs(out.logits, tokens, at, self.temperature)[0]
+                    if old_values is not None and out.values is not None:  # None: values come from elsewhere (ppo_ctde)
+                        old_values[idx, :width] = out.values
                     self._count(batch, idx, train=False, width=width)
             ref_logp = None
             if self.reference is not None:
@@ -374,25 +384,20 @@ class Trainer:
         return metrics
 
     # ----- shared machinery -----------------------------------------------------------------
-    def forward(self, tokens: Tensor, detach_value: bool = False) -> dict:
-        """``{"logits": [B, T, V], "values": [B, T] | None}`` (the separate critic's values when
+    def forward(self, tokens: Tensor, detach_value: bool = False) -> ForwardOutput:
+        """Logits ``[B, T, V]`` and values ``[B, T] | None`` (the separate critic's values when
         there is one, else the policy's value head, else None)."""
         logits, head_values = self.policy(tokens, detach_value=detach_value)
-        out = {"logits": logits, "values": head_values}
-        if self.critic is not None:
-            out["values"] = self.critic(tokens)
-        return out
+        return ForwardOutput(logits, self.critic(tokens) if self.critic is not None else head_values)
 
     def forward_at(self, tokens: Tensor, want: Tensor, detach_value: bool = False,
-                   value_at: Tensor | None = None) -> dict:
-        """``forward`` with logits only before the tokens marked by ``want [B, T]``:
-        ``{"logits": [n, V] (PolicyModel.forward_at), "values": [B, T] | None}``; a separate
-        critic's values only at ``value_at [B, T]`` (all positions when None; 0 elsewhere)."""
+                   value_at: Tensor | None = None) -> ForwardOutput:
+        """``forward`` with logits only before the tokens marked by ``want [B, T]``: logits
+        ``[n, V]`` (PolicyModel.forward_at), values ``[B, T] | None``; a separate critic's values
+        only at ``value_at [B, T]`` (all positions when None; 0 elsewhere)."""
         logits, head_values = self.policy.forward_at(tokens, want, detach_value=detach_value)
-        out = {"logits": logits, "values": head_values}
-        if self.critic is not None:
-            out["values"] = self.critic(tokens, at=value_at)
-        return out
+        values = self.critic(tokens, at=value_at) if self.critic is not None else head_values
+        return ForwardOutput(logits, values)
 
     def _n_minibatches(self, rows: int) -> int:
         return max(1, min(self.algo.minibatches, rows))
@@ -447,7 +452,7 @@ class Trainer:
         # logits only where the loss reads them (the positions before the loss tokens), values
         # only where a critic loss or metric reads them
         out = self.forward_at(tokens, m, detach_value=frozen, value_at=self._value_at[rows, :width])
-        logp, ent = token_logprobs(out["logits"], tokens, m, self.temperature, entropy=True,
+        logp, ent = token_logprobs(out.logits, tokens, m, self.temperature, entropy=True,
                                    entropy_grad=bool(algo.entropy_coef) and not frozen)
         if fill_old:
             inputs.old_logp[rows, :width] = logp.detach()  # the old weights' log-probs (no step taken yet)
@@ -474,13 +479,13 @@ class Trainer:
                 policy_terms = policy_terms + algo.kl_coef * aggregate(kl, w["policy"])
         # frozen (critic warm-up): no policy term at all, so the policy gets no gradient (None)
         loss = torch.zeros(()) if frozen else policy_terms
-        crit = self.critic_loss(rows, out["values"], adv, w)
+        crit = self.critic_loss(rows, out.values, adv, w)
         if crit is not None:
             term, logged = crit
             loss = loss + term
             stats.step_part("value_loss", logged)
-        if fitted is not None and out["values"] is not None:
-            fitted[rows, :width] = shift_values(out["values"].detach())
+        if fitted is not None and out.values is not None:
+            fitted[rows, :width] = shift_values(out.values.detach())
         return loss
 
     def _critic_slice_loss(self, rows: Tensor, width: int, w: dict[str, Tensor], batch: Batch, adv: Advantages,

@@ -14,8 +14,8 @@ import gymnasium
 BUGFIX_ID = "agentrl/BugFix-v2"
 LONG_HORIZON_ID = "agentrl/LongHorizon-v1"
 ENV_IDS = (BUGFIX_ID, LONG_HORIZON_ID)
-# Two-agent envs (PettingZoo-AEC-like API, not gymnasium.Env: gymnasium.make refuses them); build
-# one with ``envs.make_multi_agent``.
+# Two-agent envs (each a ``pettingzoo.AECEnv``, not a gymnasium.Env: gymnasium.make refuses them);
+# build one with ``envs.make_multi_agent``.
 PAIRFIX_ID = "agentrl/PairFix-v2"
 MULTI_AGENT_ENVS = {PAIRFIX_ID: "envs.pairfix:PairFixEnv"}
 

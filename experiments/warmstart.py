@@ -1,152 +1,25 @@
-"""Behaviour-cloning warm start: the one start model both trainers share (claim C19).
+"""Build (or find) the cached behaviour-cloning warm start of a config and print its info.
 
     python -m experiments.warmstart env=bugfix warmstart.noise=0.5 warmstart.demos=256
 
-1. Demonstrations: a scripted noisy-oracle agent (``envs.agents`` / ``envs.long_horizon_agents``)
-   plays ``warmstart.demos`` episodes on train-split tasks; each episode is laid out by
-   ``algos.rollout.demo_to_trajectory`` (the rollout engine's own ``record_step`` code path), so
-   the contexts are exactly what the policy will see in RL, compression segments included.
-2. Behaviour cloning (``experiments.bc``): cross-entropy on the demo's action tokens only
-   (action_mask=1: the words and the EOS of each action; observations are context, not targets),
-   in length-bucketed micro-batches, on ``warmstart.processes`` processes (data parallel).
-3. Start success is measured with the policy itself on held-out templates at the eval budget
-   (``warmstart.eval_tasks`` x ``warmstart.eval_samples_per_task`` at ``eval.temperature``).
-4. Saved as ``<cache_dir>/<hash>/policy.pt`` + ``warmstart.json`` (path, measured success, demo
-   success, config). The hash covers everything that determines the checkpoint (env, compression,
-   policy shape, warm-start settings, action cap, vocabulary), so tests and sweeps reuse it; a file
-   lock makes concurrent sweep jobs build it once. The demo noise sets the start success rate.
+The warm start itself (demonstrations, behaviour cloning, the start success, the cache) is
+:mod:`experiments.runtime.warmstart`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import json
 import sys
-import time
-from pathlib import Path
 
-import torch
+import hydra
+from omegaconf import DictConfig
 
-from algos.policy import PolicyModel
-from algos.rollout import demo_to_trajectory, evaluate
-from experiments.bc import behaviour_clone
-from experiments.build import compression_kwargs, eval_engine, make_env, policy_shape, start_eval_seed
-from experiments.config import TrainConfig, fingerprint
-from experiments.rundir import atomic_save, atomic_write_text, file_lock
-
-# env name -> (agents module, noisy agent class, its noise kwarg)
-DEMO_AGENTS = {
-    "bugfix": ("envs.agents", "NoisyOracleAgent", "mistake_rate"),
-    "long_horizon": ("envs.long_horizon_agents", "NoisyOracleAgent", "mistake_rate"),
-}
-
-
-def cache_key(c: TrainConfig) -> str:
-    """Hash of everything that determines the warm-start checkpoint (the warmstart group without
-    its operational ``cache_dir``, env, compression, policy shape, action cap, evaluation setup)."""
-    from dataclasses import asdict
-
-    w = fingerprint(c.warmstart)
-    blob = {
-        "env": c.env.name, "env_id": c.env.id, "env_kwargs": dict(c.env.kwargs), "compression": compression_kwargs(c),
-        "shape": asdict(policy_shape(c)), "warmstart": w, "max_action_tokens": c.rollout.max_action_tokens,
-        "eval_temperature": c.eval.temperature, "train_tasks": c.env.train_tasks,
-        "eval": [c.eval.split, c.eval.train_split, dict(c.eval.env_kwargs)],
-        # 2: BC logits via forward_at; 3: length-bucketed BC micro-batches; 4: the start eval seed
-        # from warmstart.seed (before: the run seed of whichever run built the cache first)
-        "init_seed": c.policy.init_seed, "version": 4,
-    }
-    return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def make_demo_agent(env_name: str, noise: float, agent: str = "noisy_oracle"):
-    if agent != "noisy_oracle":
-        raise ValueError(f"warmstart.agent={agent!r} unknown; allowed: noisy_oracle")
-    module_name, cls_name, kw = DEMO_AGENTS[env_name]
-    return getattr(importlib.import_module(module_name), cls_name)(**{kw: noise})
-
-
-def play_demo(env, agent, seed: int, options: dict):
-    """One scripted episode through the one episode loop (``envs.episode.run_episode``), with every
-    step's info: the compression boundaries and stop reason lay the episode out like a rollout.
-    Returns ``(observations, actions, rewards, infos, terminated, truncated)``."""
-    from envs.episode import run_episode
-
-    ep = run_episode(env, agent, seed=seed, options=options)
-    return ep.observations, ep.actions, ep.rewards, ep.infos, ep.terminated, ep.truncated
-
-
-def demonstrations(c: TrainConfig) -> list:
-    """``warmstart.demos`` noisy-oracle episodes on train tasks, as trajectories."""
-    agent = make_demo_agent(c.env.name, c.warmstart.noise, c.warmstart.agent)
-    env = make_env(c)
-    out = []
-    for i in range(c.warmstart.demos):
-        seed = c.warmstart.seed * 100_003 + i
-        options = {"task_index": i % c.env.train_tasks, "split": "train"}
-        obs, acts, rews, infos, term, trunc = play_demo(env, agent, seed, options)
-        tr = demo_to_trajectory(obs, acts, rews, infos, term, trunc, c.policy.max_len,
-                                c.rollout.max_action_tokens, group_id=i)
-        if not tr.masked:
-            out.append(tr)
-    env.close()
-    return out
-
-
-def ensure_warmstart(c: TrainConfig, verbose: bool = True) -> dict:
-    """The cached warm start of this config (built when missing). Returns its info dict:
-    ``path`` (policy.pt), ``start_success``, ``demo_success``, ``key``, ..."""
-    key = cache_key(c)
-    root = Path(c.warmstart.cache_dir) / key
-    info_path = root / "warmstart.json"
-    with file_lock(Path(c.warmstart.cache_dir) / f".{key}.lock"):
-        if info_path.exists():
-            return json.loads(info_path.read_text())
-        info = build_warmstart(c, root, verbose=verbose)
-    return info
-
-
-def build_warmstart(c: TrainConfig, root: Path, verbose: bool = True) -> dict:
-    t0 = time.perf_counter()
-    torch.set_num_threads(max(1, c.threads))
-    trajs = demonstrations(c)
-    demo_success = sum(int(t.verified or 0) for t in trajs) / max(len(trajs), 1)
-    torch.manual_seed(c.policy.init_seed)
-    model = PolicyModel(policy_shape(c))
-    losses = behaviour_clone(model, trajs, c.warmstart.epochs, c.warmstart.lr, c.warmstart.batch_rows, c.warmstart.seed,
-                             processes=c.warmstart.processes, bucketed=c.warmstart.bucketed)
-    engine = eval_engine(c, c.warmstart.eval_tasks * c.warmstart.eval_samples_per_task, max_envs=64)
-    ev = evaluate(engine, model, c.warmstart.eval_tasks, c.warmstart.eval_samples_per_task, c.eval.temperature,
-                  seed=start_eval_seed(c), split=c.eval.split)
-    if c.eval.train_split:
-        ev.update(evaluate(engine, model, c.warmstart.eval_tasks, c.warmstart.eval_samples_per_task,
-                           c.eval.temperature, seed=start_eval_seed(c), split="train", prefix="eval_train/"))
-    engine.close()
-    root.mkdir(parents=True, exist_ok=True)
-    path = root / "policy.pt"
-    atomic_save({"policy": model.state_dict(), "shape": policy_shape(c).__dict__}, path)
-    info = {
-        "path": str(path.resolve()), "key": root.name, "start_success": ev["eval/success"],
-        "start_eval": ev, "demo_success": demo_success, "demos": len(trajs),
-        "demo_tokens": sum(t.generated_tokens + t.observation_tokens for t in trajs),
-        "bc_loss_first": losses[0] if losses else None, "bc_loss_last": losses[-1] if losses else None,
-        "seconds": time.perf_counter() - t0, "env": c.env.name, "noise": c.warmstart.noise,
-    }
-    atomic_write_text(root / "warmstart.json", json.dumps(info, indent=2, default=str))
-    if verbose:
-        print(f"warm start {root.name}: demo success {demo_success:.3f}, start success ({c.eval.split} split, policy) "
-              f"{info['start_success']:.3f}, BC loss {info['bc_loss_first']:.3f} -> {info['bc_loss_last']:.3f}, "
-              f"{info['seconds']:.1f}s", file=sys.stderr)
-    return info
+from experiments.runtime.config import register_configs, validate
+from experiments.runtime.schema import ConfigError
+from experiments.runtime.warmstart import ensure_warmstart
 
 
 def main() -> None:
-    import hydra
-    from omegaconf import DictConfig
-
-    from experiments.config import ConfigError, register_configs, validate
-
     register_configs()
 
     @hydra.main(version_base="1.3", config_path="../configs", config_name="config")
@@ -157,7 +30,8 @@ def main() -> None:
             print(f"config error: {e}", file=sys.stderr)
             sys.exit(2)
         info = ensure_warmstart(c)
-        print(json.dumps({k: info[k] for k in ("path", "start_success", "demo_success", "demos")}, indent=2))
+        print(json.dumps({"path": info.path, "start_success": info.start_success, "demo_success": info.demo_success,
+                          "demos": info.demos}, indent=2))
 
     _run()
 

@@ -1,7 +1,8 @@
-"""Every ``python -m ...`` command in README.md's ```bash blocks runs, at tiny scale.
+"""Every ``python -m ...`` command in the ```bash blocks of README.md and docs/*.md runs, at tiny scale.
 
-The commands are parsed from the README itself, so it cannot drift: a new command without a
-tiny rule below fails ``test_every_readme_command_has_a_tiny_rule`` (fast, not ``slow``), and each
+The commands are parsed from the README and the docs pages themselves (``DOC_FILES``), so they
+cannot drift: a new command without a tiny rule below fails
+``test_every_readme_command_has_a_tiny_rule`` (fast, not ``slow``), and each
 command runs (cwd = a temporary directory, so ``runs/`` and ``.cache/`` land there) with the cheap
 switch its entry point offers appended. They run in the test process (``tests/entry.py``'s
 ``run_entry``: ``python -m`` via runpy, argv / cwd / environment patched, state put back; a
@@ -9,12 +10,14 @@ subprocess per command cost ~6-7 s of imports each), except the ``experiments.tr
 whose joblib launcher starts worker processes: that one runs as a subprocess (``sys.executable``).
 
 - ``experiments.train``: ``experiment=tiny`` and a tiny ``budget.amount`` (a multirun of a
-  compare preset: ``experiments.compare.TINY_OVERRIDES`` and ``seed=0``);
+  compare preset: ``experiments.compare.TINY_OVERRIDES`` and ``seed=0``; a run of another preset,
+  ``experiment=learn_tiny`` for example: that preset with its env's ``--tiny`` overrides);
 - ``experiments.compare``: ``--tiny`` (plus ``--dry-run`` for the Ray launcher, whose real multirun
   is tests/experiments/test_launchers.py's; the ``--methods`` example runs at ``--tiny`` in
   tests/experiments/test_compare_methods.py, ``--preset pairfix`` in
   tests/experiments/test_compare_pairfix.py);
-- ``experiments.warmstart``: ``experiment=tiny``; ``experiments.calibrate``: ``--episodes 5``;
+- ``experiments.warmstart``: ``experiment=tiny``; ``experiments.calibrate``: ``--episodes 5`` (in
+  place of any ``--episodes N``);
   ``experiments.critic_probe``: 8 rollouts, 2 steps on ``experiment=learn_tiny``;
   ``experiments.value_ceiling``: run on a 2-update learn_tiny PPO run by
   tests/experiments/test_value_ceiling.py;
@@ -40,18 +43,20 @@ from pathlib import Path
 import pytest
 
 from entry import run_entry
-from experiments.compare import TINY_OVERRIDES, _NoticeFilter
+from experiments.compare import TINY_OVERRIDES, TINY_OVERRIDES_BY_ENV, _NoticeFilter
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+#: The files whose ```bash blocks are parsed: the README and every top-level docs page.
+DOC_FILES: tuple[Path, ...] = (README, *sorted((ROOT / "docs").glob("*.md")))
 TINY_BUDGET = {"rollouts": "32", "generated_tokens": "300", "tool_seconds": "50", "train_flops": "1e9"}
 
 
-def readme_commands() -> list[str]:
-    """The ``python -m`` lines of the README's ```bash blocks, comments stripped, in order, once each."""
+def bash_commands(path: Path) -> list[str]:
+    """The ``python -m`` lines of ``path``'s ```bash blocks, comments stripped, in order, once each."""
     out: list[str] = []
     in_bash = False
-    for line in README.read_text().splitlines():
+    for line in path.read_text().splitlines():
         if line.strip().startswith("```"):
             in_bash = line.strip() == "```bash" if not in_bash else False
             continue
@@ -60,6 +65,19 @@ def readme_commands() -> list[str]:
             if "python -m " in cmd and cmd not in out:
                 out.append(cmd)
     return out
+
+
+def readme_commands() -> list[str]:
+    """The commands of every file of ``DOC_FILES``, README first, once each."""
+    out: list[str] = []
+    for path in DOC_FILES:
+        out += [cmd for cmd in bash_commands(path) if cmd not in out]
+    return out
+
+
+def command_source(cmd: str) -> str:
+    """The first file of ``DOC_FILES`` that holds ``cmd`` (for error messages)."""
+    return next((str(p.relative_to(ROOT)) for p in DOC_FILES if cmd in bash_commands(p)), "?")
 
 
 @dataclass
@@ -90,6 +108,14 @@ def tiny_case(cmd: str) -> Case:
     if module == "experiments.train" and "-m" in args:
         assert any(a.startswith("experiment=compare_") for a in args), cmd
         return Case(exe + args + list(TINY_OVERRIDES) + ["seed=0", "logger.kind=none"], env)
+    if module == "experiments.train" and overrides.get("experiment", "tiny") != "tiny":
+        # a preset (learn_tiny, learn_bugfix, ...): the preset itself, shrunk by its env's --tiny
+        # overrides (a second experiment= would be a Hydra error), at the tiny rollout budget
+        tiny_env = TINY_OVERRIDES_BY_ENV[overrides.get("env", "bugfix")]
+        shrink = ["warmstart.eval_samples_per_task=2", "eval.train_split=false"]
+        if overrides.get("env") == "pairfix":
+            shrink = []
+        return Case(exe + args + list(tiny_env) + shrink + ["logger.kind=none"], env)
     if module == "experiments.train":
         tiny = ["experiment=tiny", f"budget.amount={TINY_BUDGET[overrides.get('budget.kind', 'rollouts')]}"]
         if overrides.get("compression", "none") != "none":
@@ -114,8 +140,9 @@ def tiny_case(cmd: str) -> Case:
         return Case(exe + pre + extra + post, env)
     if module == "experiments.report" and args == ["runs/compare/__SWEEP__"]:
         return Case(exe + args, covered_by="tests/experiments/test_compare.py")
-    if module == "experiments.calibrate" and not args:
-        return Case(exe + ["--episodes", "5"], env)
+    if module == "experiments.calibrate":
+        kept = [a for i, a in enumerate(args) if a != "--episodes" and (i == 0 or args[i - 1] != "--episodes")]
+        return Case(exe + kept + ["--episodes", "5"], env)
     if module == "experiments.warmstart" and not args:
         return Case(exe + ["experiment=tiny"], env)
     if module == "experiments.critic_probe":
@@ -128,12 +155,12 @@ def tiny_case(cmd: str) -> Case:
         return Case(exe + args + ["--steps", "300", "--repeats", "1"], env)
     if module == "experiments.bench" and args == ["train"]:
         return Case(exe + args + ["--quick"], env)
-    if module == "experiments.bench" and args == ["e2e"]:
+    if module == "experiments.bench" and args[:1] == ["e2e"]:
         # `--quick --no-baseline --no-bound` on a tiny policy and warm start (the learn preset's own
         # 3000-demo warm start would cost minutes on a fresh clone): that test's
         # test_quick_plumbing_on_a_tiny_config (the baseline is a checkout a fresh clone does not have)
         return Case(exe + args, covered_by="tests/experiments/test_bench_e2e.py")
-    raise LookupError(f"README command has no tiny rule in tests/test_readme_commands.py: {cmd}")
+    raise LookupError(f"command of {command_source(cmd)} has no tiny rule in tests/test_readme_commands.py: {cmd}")
 
 
 COMMANDS = readme_commands()
@@ -173,12 +200,32 @@ def _run(case: Case, cwd: Path, timeout: int = 600):
     return subprocess.run(case.argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def test_docs_pages_are_parsed_too():
+    """The docs pages' commands join the README's (a page's ```bash block is read like the README's)."""
+    assert len(DOC_FILES) > 1 and all(p.suffix == ".md" for p in DOC_FILES)
+    from_docs = {cmd for p in DOC_FILES[1:] for cmd in bash_commands(p)}
+    assert from_docs, "no python -m command found in any docs/*.md ```bash block"
+    assert from_docs <= set(COMMANDS)
+
+
+def first_with_same_run(cmd: str) -> str | None:
+    """An earlier command of ``COMMANDS`` whose tiny run is the same as ``cmd``'s (run once), or None."""
+    mine = tiny_case(cmd)
+    for other in COMMANDS[: COMMANDS.index(cmd)]:
+        case = tiny_case(other)
+        if case.argv == mine.argv and case.env == mine.env and not case.covered_by:
+            return other
+    return None
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("cmd", COMMANDS)
 def test_readme_command_runs_at_tiny_scale(cmd, workdir):
     case = tiny_case(cmd)
     if case.covered_by:
         pytest.skip(f"runs in {case.covered_by}")  # checked by test_every_readme_command_has_a_tiny_rule
+    if (same := first_with_same_run(cmd)) is not None:
+        pytest.skip(f"the same tiny run as {same}")
     done = _run(case, workdir)
     assert done.returncode == 0, f"{' '.join(case.argv)}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
     if in_subprocess(case):

@@ -34,6 +34,7 @@ evaluation verifier does not confirm: ``train_reward > 0 and verified == 0``.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Callable, Sequence
 
 from envs.bugfix.language import HIGH, LOW
@@ -137,6 +138,13 @@ def exact_tests(reference, run: RunFn) -> tuple[Test, ...]:
     return tuple(zip(VERIFIER_INPUTS, outputs))
 
 
+@lru_cache(maxsize=8192)
+def exact_grader(reference: Program, run: RunFn) -> HiddenGrader:
+    """The exact verifier's grader of ``reference`` (``exact_tests``), one per reference: a grader
+    is immutable, so every episode of a task shares it."""
+    return HiddenGrader("eval", exact_tests(reference, run), run)
+
+
 def make_graders(task, grader: str, run: RunFn) -> tuple["Verifier", "Verifier"]:
     """(training grader, evaluation verifier) of ``task`` (anything with a ``reference`` program
     and ``visible`` / ``hidden`` (input, output) lists), two separate objects. The training grader:
@@ -144,8 +152,7 @@ def make_graders(task, grader: str, run: RunFn) -> tuple["Verifier", "Verifier"]
     setting). The evaluation verifier is exact: the reference's outputs on every input of
     ``VERIFIER_INPUTS``. ``run(program, inputs)`` evaluates a program."""
     train_tests = task.visible if grader == "visible" else task.visible + task.hidden
-    exact = HiddenGrader("eval", exact_tests(task.reference, run), run)
-    return Verifier(HiddenGrader("train", train_tests, run)), Verifier(exact)
+    return Verifier(HiddenGrader("train", train_tests, run)), Verifier(exact_grader(task.reference, run))
 
 
 def report_tests(rows, flaky: bool, pick: float, max_failures_shown: int) -> tuple[int, int, list[str], str]:

@@ -161,6 +161,7 @@ def run_on_domain(program: tuple[str, ...], inputs: np.ndarray) -> np.ndarray:
     return _run_masked(compile_program(program), np.asarray(inputs, dtype=np.int64)[None, :], None)[0]
 
 
+@lru_cache(maxsize=4096)
 def run_many(program: tuple[str, ...], inputs: tuple[int, ...]) -> tuple:
     """``run_program``'s outputs computed by ``run_on_domain`` (``None`` = no return): the graders'
     evaluator, a few times faster than the scalar one on hundreds of inputs."""

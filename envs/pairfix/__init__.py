@@ -2,13 +2,13 @@
 
 - ``tasks``: how a pair task is built from two BugFix tasks (composition ``a(b(x))``, where the
   bug is, the shared input sets);
-- ``env``: ``PairFixEnv``, the turn-based two-agent env (PettingZoo-AEC-like API);
+- ``env``: ``PairFixEnv``, the turn-based two-agent env (a ``pettingzoo.AECEnv``);
 - ``agents``: scripted pair agents (oracle, random) and ``run_pair_episode`` (import it from
   ``envs.pairfix.agents``).
 """
 
-from envs.pairfix.env import DEFAULT_TURNS_PER_AGENT, SEND_USAGE, PairFixEnv, other, task_text
+from envs.pairfix.env import DEFAULT_TURNS_PER_AGENT, SEND_USAGE, PairFixEnv, TextObservation, other, task_text
 from envs.pairfix.tasks import AGENTS, BUG_PLACES, PairTask, bug_place, indices_with_bug_in, make_pair_task, run_pair
 
-__all__ = ["AGENTS", "BUG_PLACES", "DEFAULT_TURNS_PER_AGENT", "PairFixEnv", "PairTask", "SEND_USAGE", "bug_place",
-           "indices_with_bug_in", "make_pair_task", "other", "run_pair", "task_text"]
+__all__ = ["AGENTS", "BUG_PLACES", "DEFAULT_TURNS_PER_AGENT", "PairFixEnv", "PairTask", "SEND_USAGE", "TextObservation",
+           "bug_place", "indices_with_bug_in", "make_pair_task", "other", "run_pair", "task_text"]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import seeding
+from pettingzoo import AECEnv
 
 from envs import vocab
 from envs.bugfix.actions import CHARSET, MAX_ACTION_CHARS, MAX_OBSERVATION_CHARS, action_words, parse_action
@@ -17,7 +19,7 @@ from envs.bugfix.state_key import RepositoryKeys
 from envs.bugfix.trap_tools import TrapTools
 from envs.pairfix.tasks import AGENTS, PairTask, make_pair_task, run_pair, run_pair_many
 from envs.stop import StopReason, rule_for
-from envs.task_options import task_from_options
+from envs.task_options import RESET_OPTIONS, task_from_options
 from envs.tokenizer import get_tokenizer
 from envs.tools import ToolSimulator
 
@@ -37,7 +39,16 @@ def other(agent: str) -> str:
     return AGENTS[1 - AGENTS.index(agent)]
 
 
-class PairFixEnv:
+class TextObservation(str):
+    """An observation: a plain ``str`` that also reports ``dtype``, the numpy dtype of gymnasium's
+    ``spaces.Text`` (``np.dtype(str)``), because PettingZoo's ``api_test`` compares every
+    observation's ``dtype`` with its observation space's. Everything else treats it as the text."""
+
+    __slots__ = ()
+    dtype = np.dtype(str)
+
+
+class PairFixEnv(AECEnv):
     """Two agents, ``a`` and ``b``, repair one program split in two files.
 
     ## Description
@@ -46,17 +57,23 @@ class PairFixEnv:
     graders and tool simulation, imported from ``envs/bugfix`` and ``envs/tools.py``). Task
     ``i`` puts its bug in ``a``, in ``b`` or in ``both`` (``BUG_PLACES[i % 3]``), so an agent must
     sometimes act, sometimes wait for the other, sometimes ask. ``reset(seed, options={"split",
-    "task_index"})`` as in BugFix; the seed drives tool latencies and faults.
+    "task_index"})`` as in BugFix (a bad value of either is a ``ValueError``; any other key is
+    ignored with a ``UserWarning`` naming it, as PettingZoo's ``api_test`` passes one); the seed
+    drives tool latencies and faults.
 
-    ## Multi-agent API (PettingZoo AEC conventions in spirit, without the dependency)
-    ``possible_agents = ("a", "b")``; ``agents`` (live agents; empty after the end);
-    ``agent_selection`` (who acts next); ``observe(agent)``; ``last() -> (observation, reward,
-    termination, truncation, info)`` of ``agent_selection`` (the reward is its cumulative reward
-    since it last acted); ``step(action)`` acts for ``agent_selection``; dicts ``rewards`` (this
-    step's reward per agent), ``terminations``, ``truncations``, ``infos``. Chosen conventions:
-    strict turns ``a, b, a, b, ...`` (a starts); the episode end is joint (both agents'
-    termination / truncation flip on the same step) and there is no dead-agent stepping:
-    ``step`` after the end raises ``RuntimeError``; ``step`` returns None (read ``last()``).
+    ## Multi-agent API: a ``pettingzoo.AECEnv``
+    ``possible_agents = ["a", "b"]``; ``agents`` (agents not yet removed); ``agent_selection``
+    (who steps next); ``observe(agent)``; ``last() -> (observation, reward, termination,
+    truncation, info)`` of ``agent_selection`` (the reward is its cumulative reward since it last
+    acted); ``step(action)`` acts for ``agent_selection`` and returns None; dicts ``rewards``
+    (this step's reward per agent), ``terminations``, ``truncations``, ``infos``. It passes
+    ``pettingzoo.test.api_test`` and ``seed_test``. Conventions: strict turns ``a, b, a, b, ...``
+    (a starts); the episode end is joint: both agents' termination / truncation flip on the step
+    that ends it, and from then on each agent, in turn order, is stepped with ``None`` once (the
+    AEC dead step: it leaves ``agents`` and the dicts; any other action on a finished agent is a
+    ``ValueError``). So a loop detects the end by ``terminations[agent] or truncations[agent]``
+    of the agent that just acted; the final ``infos``, ``observe`` and ``last`` stay readable
+    until the dead steps. ``step`` once ``agents`` is empty raises ``RuntimeError``.
 
     ## Action
     One action per turn, BugFix's grammar (``envs/bugfix/actions.py``) on the agent's OWN file
@@ -71,12 +88,13 @@ class PairFixEnv:
     end the episode.
 
     ## Observation (what each agent sees: the observation split)
-    Text. At reset, ``task_text(agent)``. Then, at its turn: the output of its own last action,
-    followed by what happened since: ``message from X : WORDS`` and ``tests by X : SUMMARY``
-    lines (test results are shared: the runner sees the summary, failing inputs and, with
-    ``hints``, the first wrong line of its OWN file; the other agent sees summary and failing
-    inputs, no hint). An agent never sees the other's file text or edits. With
-    ``time_limit="termination"`` each observation ends with ``turns left : N`` (its own turns).
+    Text (a ``TextObservation``: a ``str`` with a ``dtype``). At reset, ``task_text(agent)``. Then,
+    at its turn: the output of its own last action, followed by what happened since: ``message
+    from X : WORDS`` and ``tests by X : SUMMARY`` lines (test results are shared: the runner sees
+    the summary, failing inputs and, with ``hints``, the first wrong line of its OWN file; the
+    other agent sees summary and failing inputs, no hint). An agent never sees the other's file
+    text or edits. With ``time_limit="termination"`` each observation ends with ``turns left : N``
+    (its own turns).
 
     ## Rewards
     A team reward: on ``submit``, 1 to BOTH agents when the whole program passes the training
@@ -116,7 +134,7 @@ class PairFixEnv:
     """
 
     metadata = {"render_modes": ["ansi"], "name": "pairfix_v2"}
-    possible_agents = AGENTS
+    possible_agents = list(AGENTS)
 
     def __init__(self, difficulty: str | dict = "easy", max_message_words: int = 6, render_mode: str | None = None,
                  **knobs) -> None:
@@ -133,8 +151,9 @@ class PairFixEnv:
         self._spec = self.config.task_spec
         self.task_at("train", 0)
         self._tools = ToolSimulator(self.config.faults)
-        self._obs_space = spaces.Text(max_length=MAX_OBSERVATION_CHARS, charset=CHARSET)
-        self._act_space = spaces.Text(max_length=MAX_ACTION_CHARS, charset=CHARSET)
+        # one space object per agent (PettingZoo seeds each agent's space on its own)
+        self._obs_spaces = {a: spaces.Text(max_length=MAX_OBSERVATION_CHARS, charset=CHARSET) for a in AGENTS}
+        self._act_spaces = {a: spaces.Text(max_length=MAX_ACTION_CHARS, charset=CHARSET) for a in AGENTS}
         self._vocab = get_tokenizer().token_to_id
         self.np_random, _ = seeding.np_random(None)
         self.agents: list[str] = []
@@ -145,11 +164,11 @@ class PairFixEnv:
     # ---- spaces and tasks ---------------------------------------------------------------------
     def observation_space(self, agent: str) -> spaces.Text:
         self._check_agent(agent)
-        return self._obs_space
+        return self._obs_spaces[agent]
 
     def action_space(self, agent: str) -> spaces.Text:
         self._check_agent(agent)
-        return self._act_space
+        return self._act_spaces[agent]
 
     def task_at(self, split: str, index: int) -> PairTask:
         return make_pair_task(self._spec, split, index)
@@ -167,7 +186,7 @@ class PairFixEnv:
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
         if seed is not None:
             self.np_random, _ = seeding.np_random(seed)
-        split, index = task_from_options(options, self.np_random)
+        split, index = task_from_options(self._known_options(options), self.np_random)
         task = self.task_at(split, index)
         self._task = task
         self._train_verifier, self._eval_verifier = make_graders(task, self.config.grader, run_pair_many)
@@ -194,15 +213,30 @@ class PairFixEnv:
         self.truncations = dict.fromkeys(AGENTS, False)
         self.infos = {agent: self._info(agent) for agent in AGENTS}
 
+    @staticmethod
+    def _known_options(options: dict | None) -> dict | None:
+        """``options`` restricted to ``RESET_OPTIONS`` (their values are checked by
+        ``task_from_options``); other keys are ignored with a one-line ``UserWarning``."""
+        if options is None:
+            return None
+        if not isinstance(options, dict):
+            raise ValueError(f"reset options={options!r} invalid; allowed: None or a dict with keys "
+                             f"{', '.join(RESET_OPTIONS)}")
+        unknown = sorted(str(k) for k in options if k not in RESET_OPTIONS)
+        if unknown:
+            warnings.warn(f"PairFixEnv.reset ignores unknown option(s) {unknown}; known: {', '.join(RESET_OPTIONS)}",
+                          UserWarning, stacklevel=3)
+        return {k: v for k, v in options.items() if k in RESET_OPTIONS}
+
     # ---- AEC access ---------------------------------------------------------------------------
-    def observe(self, agent: str) -> str:
+    def observe(self, agent: str) -> TextObservation:
         """What ``agent`` reads at its next turn (its own last output, then messages and shared
         test results since; ``turns left`` in termination mode)."""
         self._check_agent(agent)
         text = "\n".join([self._obs[agent]] + self._inbox[agent])
         if self.config.time_limit == "termination":
             text += f"\nturns left : {self.config.max_turns - self._turns[agent]}"
-        return text
+        return TextObservation(text)
 
     def cumulative_reward(self, agent: str) -> float:
         """``agent``'s reward summed since the start of its last action (0 before it acted)."""
@@ -216,12 +250,15 @@ class PairFixEnv:
                 self.truncations[a], self.infos[a])
 
     # ---- stepping -----------------------------------------------------------------------------
-    def step(self, action: str) -> None:
-        if self._ended:
+    def step(self, action: str | None) -> None:
+        if not self.agents:
             raise RuntimeError("the episode has ended; call reset() before step()")
+        agent = self.agent_selection
+        if self._ended:
+            self._dead_step(agent, action)
+            return
         if not isinstance(action, str):
             raise TypeError(f"PairFixEnv actions are text (str), got {type(action).__name__}")
-        agent = self.agent_selection
         self._cumulative_rewards[agent] = 0.0
         self._obs[agent], self._inbox[agent] = "", []
         self._turns[agent] += 1
@@ -256,10 +293,21 @@ class PairFixEnv:
             for a in AGENTS:
                 self.terminations[a] = rule.terminated
                 self.truncations[a] = rule.truncated
-            self.agents = []
-        else:
-            self.agent_selection = other(agent)
+        self.agent_selection = other(agent)
         self.infos = {a: self._info(a) for a in AGENTS}
+
+    def _dead_step(self, agent: str, action) -> None:
+        """The AEC dead step of a finished ``agent``: it leaves ``agents`` and every per-agent dict;
+        the next finished agent in turn order is selected."""
+        if action is not None:
+            raise ValueError(f"action {action!r} for agent {agent!r} after the episode end; allowed: None "
+                             "(the dead step)")
+        self.agents.remove(agent)
+        for table in (self.rewards, self._cumulative_rewards, self.terminations, self.truncations, self.infos):
+            del table[agent]
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        if self.agents:
+            self.agent_selection = self.agents[0]
 
     def _check_limits(self, agent: str) -> None:
         cfg = self.config
@@ -460,4 +508,4 @@ class PairFixEnv:
         pass
 
 
-__all__ = ["DEFAULT_TURNS_PER_AGENT", "PairFixEnv", "SEND_USAGE", "other", "task_text"]
+__all__ = ["DEFAULT_TURNS_PER_AGENT", "PairFixEnv", "SEND_USAGE", "TextObservation", "other", "task_text"]

@@ -9,7 +9,7 @@ timeouts / 10 % flaky runs. The behaviour-cloning warm start is cached by config
 ``experiments.warmstart`` (built in ~10 s when missing) and computed once per process here.
 
 All construction of envs, engines and models for the claims lives in this module, so switching it
-to ``experiments/build.py`` is a change in one place.
+to ``experiments/runtime/build.py`` is a change in one place.
 """
 
 from __future__ import annotations
@@ -24,15 +24,22 @@ from functools import lru_cache
 from pathlib import Path
 
 import torch
+from omegaconf import OmegaConf
 
 import envs
 from algos.advantages import group_advantages
 from algos.batch import Batch, Trajectory
 from algos.policy import PolicyModel, build_models
 from algos.rollout import RolloutEngine, RolloutRequest, demo_to_trajectory
+from algos.rollout import make_requests
 from algos.trainer import Trainer
 from envs.tokenizer import get_tokenizer
-from experiments.config import AlgoConfig, TrainConfig, validate
+from experiments.runtime.build import load_policy_weights, policy_shape
+from experiments.runtime.config import compose_config, validate
+from experiments.runtime.loop import run
+from experiments.runtime.pair import pair_config
+from experiments.runtime.schema import AlgoConfig, TrainConfig
+from experiments.runtime.warmstart import WarmStart, ensure_warmstart, play_demo
 
 REPO = Path(__file__).resolve().parents[2]
 BUGFIX = envs.BUGFIX_ID
@@ -81,47 +88,34 @@ PAIR_CLAIMS_OVERRIDES = ("policy.d_model=32", "policy.n_layers=1", "policy.n_hea
 
 def pair_claims_config(algo: str = "ppo_ctde", updates: int = 4, episodes_per_update: int = 16,
                        eval_episodes: int = 24, overrides: Sequence[str] = ()):
-    """The ``experiments.train_pair.PairConfig`` of the two-agent claims (and their tests):
+    """The ``experiments.runtime.pair.PairConfig`` of the two-agent claims (and their tests):
     ``configs/config.yaml`` composed by Hydra with ``algo=<algo> env=pairfix``,
     :data:`PAIR_CLAIMS_OVERRIDES`, ``updates`` updates of ``episodes_per_update`` pair episodes
     (``algo.tasks_per_update``, ``budget.amount = updates * episodes_per_update``), evaluation on
     ``eval_episodes`` held-out episodes, one per task (``eval.tasks = eval_episodes`` x
     ``eval.samples_per_task = 1``: task indices ``0..eval_episodes-1``), then ``overrides``
     (Hydra override strings, e.g. ``"policy.d_model=16"``, ``"seed=1"``); validated
-    (``ConfigError``, one line) and mapped by ``experiments.train_pair.pair_config``. Note
+    (``ConfigError``, one line) and mapped by ``experiments.runtime.pair.pair_config``. Note
     ``num_envs = min(rollout.num_envs, episodes_per_update)``."""
-    from hydra import compose, initialize_config_dir
-
-    from experiments.config import register_configs
-    from experiments.train_pair import pair_config
-
-    register_configs()
     sizes = (f"algo.tasks_per_update={episodes_per_update}", f"budget.amount={updates * episodes_per_update}",
              f"eval.tasks={eval_episodes}", "eval.samples_per_task=1")
-    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"algo={algo}", "env=pairfix", *PAIR_CLAIMS_OVERRIDES, *sizes,
-                                                       *overrides])
+    cfg = compose_config([f"algo={algo}", "env=pairfix", *PAIR_CLAIMS_OVERRIDES, *sizes, *overrides])
     return pair_config(validate(cfg))
 
 
 @lru_cache(maxsize=1)
-def start_model_info() -> dict:
-    """The cached warm start of ``claims_config()`` (built when missing): its info dict
-    (``path`` of the checkpoint, its held-out ``success``, ...)."""
-    from experiments.warmstart import ensure_warmstart
-
+def start_model_info() -> WarmStart:
+    """The cached warm start of ``claims_config()`` (built when missing)."""
     torch.set_num_threads(1)
     return ensure_warmstart(claims_config(), verbose=False)
 
 
 def start_policy(critic: str = "none") -> PolicyModel:
     """A fresh copy of the warm-start policy in eval mode (``critic``: none | head)."""
-    from experiments.build import load_policy_weights, policy_shape
-
     info = start_model_info()
     c = claims_config()
     policy, _ = build_models(policy_shape(c, critic=critic), seed=c.policy.init_seed)
-    load_policy_weights(policy, info["path"])
+    load_policy_weights(policy, info.path)
     return policy.eval()
 
 
@@ -150,8 +144,6 @@ def collect(engine: RolloutEngine, policy: PolicyModel, requests: list[RolloutRe
 def rollout_batch(seed: int, tasks: int = 8, group_size: int = 8, version: int = 3) -> tuple[Trajectory, ...]:
     """One real GRPO-style rollout batch of the warm-start policy on train tasks ``0..tasks-1``
     (``group_size`` per task, tokens tagged ``version``); cached, so copy before mutating."""
-    from algos.rollout import make_requests
-
     engine = make_engine(num_envs=64)
     reqs = make_requests(tasks, group_size, seed=seed, task_indices=list(range(tasks)))
     trajs = collect(engine, start_policy(), reqs, seed, version)
@@ -184,8 +176,6 @@ class ScriptAgent:
 def scripted_trajectory(env, agent, seed: int, options: dict, group_id: int = 0) -> Trajectory:
     """A real env episode of a scripted agent, laid out by the rollout engine's ``record_step``
     (``demo_to_trajectory``) exactly as a sampled rollout would be."""
-    from experiments.warmstart import play_demo
-
     c = claims_config()
     obs, acts, rews, infos, term, trunc = play_demo(env, agent, seed, options)
     tr = demo_to_trajectory(obs, acts, rews, infos, term, trunc, c.policy.max_len, c.rollout.max_action_tokens,
@@ -196,14 +186,10 @@ def scripted_trajectory(env, agent, seed: int, options: dict, group_id: int = 0)
 
 # ------------------------------------------------------------------------------ training runs
 def train_run(algo: str, algo_fields: dict, budget: int, overrides: Sequence[tuple[str, object]] = ()) -> dict:
-    """One ``experiments.train.run`` in-process into a temporary run directory on
+    """One ``experiments.runtime.loop.run`` in-process into a temporary run directory on
     ``budget.kind=rollouts`` with ``budget`` rollouts; ``overrides`` are (dotted key, value) pairs
     set on the config. Returns what the run wrote, read back from disk: ``summary`` (summary.json),
     ``config`` (config.yaml as a dict) and ``metrics`` (metrics.jsonl, one dict per update)."""
-    from omegaconf import OmegaConf
-
-    from experiments.train import run
-
     c = claims_config(algo, **algo_fields)
     c.budget.kind, c.budget.amount = "rollouts", float(budget)
     for key, value in overrides:

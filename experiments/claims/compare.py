@@ -56,7 +56,7 @@ def finite(x) -> bool:
 def measure_c19(budget: int = C19_BUDGET) -> dict:
     """What the two real runs of :func:`compare_runs` report side by side.
 
-    Two ``experiments.train.run`` runs (in-process, logger none) from the same cached warm start:
+    Two ``experiments.runtime.loop.run`` runs (in-process, logger none) from the same cached warm start:
     GRPO G=4 x 4 tasks per update and PPO G=1 x 16 tasks, both ``budget`` rollouts, same seed, 8
     easy-BugFix train tasks, held-out evaluation 8 tasks x 4 samples. Returns ``budget``, per run
     (``grpo`` / ``ppo``) the :data:`C19_SUMMARY_KEYS` values of summary.json (None when missing),

@@ -305,7 +305,7 @@ def c19_text(m: dict) -> str:
     table = "; ".join(f"{labels.get(k, k.split('/')[-1])}: GRPO {_g(g[k])} vs PPO {_g(p[k])}"
                       for k in ("eval/success", "eval_train/success", *compare.COMPUTE_AXES, "updates"))
     differ = m["protocol_differ"]
-    return (f"experiments.train.run x2 from one warm start (start success {_g(g['start_model/success'])} on held-out), "
+    return (f"experiments.runtime.loop.run x2 from one warm start (start success {_g(g['start_model/success'])} on held-out), "
             f"budget {m['budget']} rollouts, GRPO G={g['group_size']} vs PPO G={p['group_size']} (critic "
             f"{p['critic']}), test budget {_g(g['eval/test_budget'])} vs {_g(p['eval/test_budget'])} samples x "
             f"{_g(g['eval/tasks'])} held-out tasks: {table}; protocol items equal: "

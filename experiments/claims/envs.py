@@ -14,6 +14,7 @@ import numpy as np
 import envs
 from envs import agents as bugfix_agents
 from envs import long_horizon_agents as lh_agents
+from envs.bugfix import DIFFICULTIES
 from envs.bugfix import is_hack
 from envs.bugfix.graders import VERIFIER_INPUTS
 from envs.compression import ContextCompression
@@ -223,8 +224,6 @@ def measure_c24_agents(episodes: int = 10, max_turns: int = 20) -> dict:
     (runs the tests every turn, fixes nothing) and the oracle under ``outcome``, ``process`` and
     ``biased_process`` at ``max_turns``; and both under biased_process at the easy preset's own
     turn limit. Keys ``<agent>/<mode>/<train_reward|verified|hack_rate>`` and ``preset_turns/...``."""
-    from envs.bugfix import DIFFICULTIES
-
     out: dict = {"episodes": episodes, "max_turns": max_turns, "preset_max_turns": DIFFICULTIES["easy"]["max_turns"]}
     for agent in ("process_exploit", "oracle"):
         for mode in ("outcome", "process", "biased_process"):

@@ -13,6 +13,7 @@ from algos.batch import Batch, Trajectory
 from algos.metrics import binomial_confidence_interval, group_outcome_rates, mixed_group_probability
 from algos.rollout import RolloutRequest, make_requests
 from algos.trainer import make_trainer
+from envs.long_horizon_agents import OracleAgent
 from experiments.claims.common import (
     BUGFIX,
     ScriptAgent,
@@ -26,7 +27,6 @@ from experiments.claims.common import (
     start_model_info,
     start_policy,
 )
-
 
 # --------------------------------------------------------------------------------------------- C6
 def group_rates(trajs: list[Trajectory], group_size: int) -> dict:
@@ -160,7 +160,6 @@ def measure_c13(task_index: int = 0) -> dict:
     first action token, ``trajectory_advantages``) and whether every row's action tokens carry
     its trajectory's advantage (``segments_share``)."""
     start_model_info()
-    from envs.long_horizon_agents import OracleAgent
 
     env = envs.make(envs.LONG_HORIZON_ID, compression=C13_COMPRESSION, **C13_ENV)
     options = {"task_index": task_index, "split": "train"}

@@ -4,7 +4,7 @@ centralized critic's inputs explain returns better than local critics' inputs.
 ``measure_c22(...) -> dict`` (numbers only; the PASS criterion lives with the claims table):
 
 1. **Non-stationarity** (``nonstationarity``). One behaviour-cloned start pair
-   (``experiments.train_pair.warm_start``) is trained twice with ``ppo_independent`` for
+   (``experiments.runtime.pair.warm_start``) is trained twice with ``ppo_independent`` for
    ``updates`` updates on the same rollout seeds: once with agent B frozen at its start model,
    once with B training. Before and after, the pair is evaluated on the SAME ``eval_episodes``
    episodes (fixed seeds) of the train tasks whose bug is only in ``a``: agent A's success
@@ -21,8 +21,7 @@ centralized critic's inputs explain returns better than local critics' inputs.
    distribution moves within ``updates`` updates: measured at seed 0, lr 1e-3 for 3 or 6 updates
    barely moves it (the interval of the difference includes 0), lr 3e-3 nearly silences B. At lr
    2e-3 one training run is not enough: with 4 updates the difference was +0.03, -0.02 and +0.31
-   at seeds 0, 1, 2 (session 8, AMD Zen 4; the Zen 3 and Xeon machine kinds had read seed 0 above
-   0), with 8 updates +0.24, +0.43, +0.44, +0.11 at seeds 0-3. So the claim runs 8 updates in
+   at seeds 0, 1, 2 (on AMD Zen 4; on Zen 3 and Xeon machines seed 0 read above 0), with 8 updates +0.24, +0.43, +0.44, +0.11 at seeds 0-3. So the claim runs 8 updates in
    ``replicates`` training replicates (rollout and evaluation seeds ``seed + r``) and pools them
    (``nonstationarity``): the mean difference, with a stratified paired bootstrap interval.
 2. **Centralized vs local critic inputs** (``critic_information_gap``). On a fixed data set of
@@ -61,7 +60,7 @@ from envs.pairfix import AGENTS, indices_with_bug_in
 from envs.pairfix.agents import PairOracle
 from envs.tokenizer import get_tokenizer
 from experiments.claims.common import pair_claims_config
-from experiments.train_pair import PairConfig, warm_start
+from experiments.runtime.pair import PairConfig, warm_start
 
 
 def message_distribution(episodes: list[dict], agent: str = "a") -> Counter:

@@ -22,7 +22,7 @@ def reward_mode_runs(budget: int = C24_BUDGET, seed: int = 0) -> dict:
     ``grpo_process`` with :data:`C24_BIASED` reward, every run with C19's GRPO settings (G 4 x 4
     tasks, lr 1e-3), from the same start model file (the cached warm start), same seed and budget,
     8 x 8 train-template eval samples (cached): ``{name: run}`` as returned by ``train_run``."""
-    path = start_model_info()["path"]
+    path = start_model_info().path
     out = {}
     for name, algo, mode in C24_RUNS:
         overrides = (("env.kwargs", {"difficulty": "easy", "reward_mode": mode}), ("policy.init_checkpoint", path),
@@ -42,7 +42,7 @@ def measure_c24_trainer(budget: int = C24_BUDGET, seed: int = 0) -> dict:
     """Training reward vs verified success of GRPO under ``outcome`` and biased process reward, and
     of ``grpo_process`` under the biased process reward.
 
-    Three ``experiments.train.run`` runs (:func:`reward_mode_runs`). Per run (``outcome``,
+    Three ``experiments.runtime.loop.run`` runs (:func:`reward_mode_runs`). Per run (``outcome``,
     ``biased``: GRPO; ``process_biased``: grpo_process, with its ``algo`` and ``mode``): ``updates``; the first- and last-quarter means of the training reward
     (``reward_first``, ``reward_last``: ``rollout/train_reward_mean``) and of the verified success
     (``success_first``, ``success_last``: ``rollout/success_rate``, the env's independent verifier);

@@ -12,7 +12,7 @@ from algos.losses import aggregate, aggregation_weights, ppo_clip_loss, token_ra
 from algos.policy import PolicyModel
 from algos.rollout import make_requests
 from algos.trainer import frozen_copy, make_trainer
-from experiments.behavior import BehaviorPolicy
+from experiments.runtime.behavior import BehaviorPolicy
 from experiments.claims.common import (
     TOK,
     UpdateView,
@@ -37,7 +37,7 @@ def _max_change(model: PolicyModel, before: dict) -> float:
 def _stale_updates(staleness: int, n_updates: int, seed: int = 7, tasks: int = 4, group_size: int = 8,
                    lr: float = 1e-3, kl_coef: float = 0.05) -> dict:
     """``n_updates`` GRPO updates of the warm-start policy with the sampler ``staleness`` updates
-    behind (the product's :class:`experiments.behavior.BehaviorPolicy`, tokens tagged with its version), with a KL term to a
+    behind (the product's :class:`experiments.runtime.behavior.BehaviorPolicy`, tokens tagged with its version), with a KL term to a
     ``frozen_copy`` reference. Returns each update's (view, sampler version, trajectories), the
     models and how far the policy and the reference moved (max absolute parameter change)."""
     c = claims_config()

@@ -6,7 +6,7 @@ finds every run directory under ``DIR`` (recursively: a directory holding ``metr
 ``config.yaml`` and ``summary.json``, see docs/interfaces.md), groups the runs by environment and
 method (``algo``), writes ``DIR/report.md`` and PNG plots into ``DIR``, and prints the markdown.
 :func:`render_report` returns the same content (markdown, table rows, image paths) so
-``experiments/compare.py`` can log it to W&B.
+``experiments/compare/job.py`` can log it to W&B.
 
 Modules: ``keys`` (the contract below), ``stats`` (Student-t and Welch intervals, verdicts,
 formatting), ``load`` (run directories), ``conclusion`` (per compute axis: the difference in held-out
@@ -14,7 +14,7 @@ success at the matched budget, Welch interval, verdict), ``references`` (start m
 floor and oracle ceiling on the runs' task set, cached in ``<sweep>/references.json``), ``tables``
 (the numbers), ``plots`` (PNGs), ``markdown`` (``render_report``), ``__main__`` (the command line).
 The report opens with the Conclusion and ends each env with "What the agent did": one success and
-one failure per method from the runs' optional ``transcripts.json`` (``experiments/transcripts.py``).
+one failure per method from the runs' optional ``transcripts.json`` (``experiments/runfiles/transcripts.py``).
 
 Confidence intervals
 --------------------
@@ -81,7 +81,7 @@ from experiments.report.load import (
     validate_run,
 )
 from experiments.report.markdown import Report, render_report, report_tables
-from experiments.report.pair import AGENT_COLUMNS, PAIR_METHODS, agent_table
+from experiments.report.pair import PAIR_METHODS
 from experiments.report.references import REFERENCE_COLUMNS, ReferenceRow, reference_rows, task_set_spec
 from experiments.report.stats import (
     CONFIDENCE,
@@ -96,7 +96,9 @@ from experiments.report.stats import (
     welch_interval,
 )
 from experiments.report.tables import (
+    AGENT_COLUMNS,
     DIAG_COLUMNS,
+    agent_table,
     diagnostics_table,
     fairness_warnings,
     final_table,

@@ -3,7 +3,7 @@ critic and config keys, the table columns, and the error raised when a run break
 
 from __future__ import annotations
 
-from experiments.loggers import COMPUTE_AXES
+from experiments.runfiles.axes import COMPUTE_AXES
 
 #: Keys ``experiments/train.py`` writes to ``summary.json`` (final eval + compute totals + start model).
 SUMMARY_KEYS: dict[str, str] = {

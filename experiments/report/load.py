@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from omegaconf import OmegaConf
 
 from experiments.report.keys import (
     CONCLUSION_AXES,
@@ -25,6 +26,7 @@ from experiments.report.keys import (
     SUMMARY_KEYS,
     ReportError,
 )
+from experiments.report.pair import PAIR_METHODS, PAIR_NA_SUMMARY_KEYS, pair_required_metrics
 
 
 @dataclass
@@ -83,8 +85,6 @@ def find_run_dirs(root: str | Path) -> list[Path]:
 
 def load_run(run_dir: str | Path) -> Run:
     """Read and validate one run directory (:func:`validate_run`)."""
-    from omegaconf import OmegaConf
-
     run_dir = Path(run_dir)
     config = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
     assert isinstance(config, dict)
@@ -110,8 +110,6 @@ def validate_run(run: Run) -> None:
     """Raise :class:`ReportError` naming the first missing required key and the run dir. A
     two-agent run (``algo`` in ``experiments.report.pair.PAIR_METHODS``) follows
     :func:`_validate_pair_run` instead."""
-    from experiments.report.pair import PAIR_METHODS
-
     if run.algo in PAIR_METHODS:
         return _validate_pair_run(run)
     where = run.run_dir
@@ -156,8 +154,6 @@ def _validate_pair_run(run: Run) -> None:
     ``PAIR_NA_SUMMARY_KEYS``; ``update``, ``algo`` and every compute axis in every metrics line;
     ``pair_required_metrics`` (the team's success, each trained agent's critic points) somewhere;
     the config keys. No group, stop-reason or team-critic keys."""
-    from experiments.report.pair import PAIR_NA_SUMMARY_KEYS, pair_required_metrics
-
     where = run.run_dir
     _validate_summary_and_lines(run, skip=PAIR_NA_SUMMARY_KEYS)
     try:

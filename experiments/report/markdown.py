@@ -1,5 +1,5 @@
 """``render_report``: find the runs of a sweep, write the PNGs and ``report.md`` into it, and
-return the same content as a :class:`Report` (``experiments/compare.py`` logs it to W&B)."""
+return the same content as a :class:`Report` (``experiments/compare/job.py`` logs it to W&B)."""
 
 from __future__ import annotations
 
@@ -11,18 +11,21 @@ from typing import Any
 from experiments.report.conclusion import CONCLUSION_COLUMNS, Comparison, compare_at_matched_budgets
 from experiments.report.keys import CURVE_AXES, TABLE_COLUMNS
 from experiments.report.load import Run, config_get, group_runs, load_runs
-from experiments.report.pair import AGENT_COLUMNS, PAIR_METHODS, REFERENCE_NA, STOP_NA, agent_table, agent_table_md
+from experiments.report.pair import PAIR_METHODS, REFERENCE_NA, STOP_NA
 from experiments.report.plots import plot_diagnostics, plot_stop_reasons, plot_success_curves
 from experiments.report.references import REFERENCE_COLUMNS, ReferenceRow, reference_rows, start_model_rows
 from experiments.report.stats import CONFIDENCE, fmt_seeds
 from experiments.report.tables import (
+    AGENT_COLUMNS,
     DIAG_COLUMNS,
+    agent_table,
     diagnostics_table,
     fairness_warnings,
     final_table,
     ordered_reasons,
     stop_reason_totals,
 )
+from experiments.runfiles.transcripts import OUTCOMES, TABLE_COLUMNS as TRANSCRIPT_COLUMNS, load_transcripts, transcript_rows
 
 
 @dataclass
@@ -39,7 +42,7 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     conclusion: list[Comparison] = field(default_factory=list)
     references: dict[str, list[ReferenceRow]] = field(default_factory=dict)
-    # env -> method -> [one success record, one failure record] (experiments/transcripts.py records)
+    # env -> method -> [one success record, one failure record] (experiments/runfiles/transcripts.py records)
     transcripts: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
 
 
@@ -49,9 +52,7 @@ MAX_TRANSCRIPT_CHARS = 4000
 
 def pick_transcripts(runs: Sequence[Run]) -> list[dict[str, Any]]:
     """One success and one failure record of a method: the first found, runs in seed order
-    (``run_dir/transcripts.json``, written by ``experiments.transcripts.save_transcripts``)."""
-    from experiments.transcripts import OUTCOMES, load_transcripts
-
+    (``run_dir/transcripts.json``, written by ``experiments.runfiles.transcripts.save_transcripts``)."""
     chosen: dict[str, dict[str, Any]] = {}
     for r in runs:
         for rec in load_transcripts(r.run_dir):
@@ -286,13 +287,10 @@ def render_report(sweep_dir: str | Path, title: str | None = None, references: b
 
 def report_tables(report: Report) -> dict[str, tuple[list[str], list[list[Any]]]]:
     """The Conclusion, the reference rows and the transcripts as ``{name: (columns, rows)}`` for a
-    logger's ``log_table`` (``experiments/compare.py``'s report run): ``report/conclusion``
+    logger's ``log_table`` (``experiments/compare/job.py``'s report run): ``report/conclusion``
     (:data:`CONCLUSION_COLUMNS`), ``report/references`` (``env`` + :data:`REFERENCE_COLUMNS`),
-    ``report/transcripts`` (``env`` + ``experiments.transcripts.TABLE_COLUMNS``), and for two-agent
+    ``report/transcripts`` (``env`` + ``experiments.runfiles.transcripts.TABLE_COLUMNS``), and for two-agent
     runs ``report/agents`` (``experiments.report.pair.AGENT_COLUMNS``)."""
-    from experiments.transcripts import TABLE_COLUMNS as TRANSCRIPT_COLUMNS
-    from experiments.transcripts import transcript_rows
-
     refs = [[env, *row.cells()] for env, rows in report.references.items() for row in rows]
     trans = [[env, *row] for env, ms in report.transcripts.items() for m, recs in ms.items()
              for row in transcript_rows(recs, m)]
@@ -306,3 +304,21 @@ def report_tables(report: Report) -> dict[str, tuple[list[str], list[list[Any]]]
         tables["report/agents"] = (list(AGENT_COLUMNS), agents)
     return tables
 
+
+def agent_table_md(env: str, methods: Mapping[str, Sequence[Any]]) -> list[str]:
+    """The markdown of the per-agent section of ``env`` (empty when no method is a pair method)."""
+    if not any(m in PAIR_METHODS for m in methods):
+        return []
+    return [
+        "### Per agent (two-agent runs)",
+        "",
+        "Final held-out evaluation per agent (`agent_X/eval/...` of summary.json): the team's success on "
+        "the held-out tasks whose bug is only in X's file (the start model's on the same tasks beside it), "
+        "X's file computing its reference's outputs at the end, X's `send` actions and format-error rate "
+        "per episode; X's critic explained variance on held-out complete returns (values before each "
+        "update's fit; per seed the mean over the second half of training). ppo_ctde's critic reads the "
+        "joint state (both contexts), ppo_independent's only X's own.",
+        "",
+        _md_table(AGENT_COLUMNS, agent_table({env: methods})),
+        "",
+    ]

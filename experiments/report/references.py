@@ -1,7 +1,7 @@
 """Reference rows beside the methods: the start model, the program-blind floor and the oracle
 ceiling, on the same task set as the runs' held-out evaluation.
 
-Task set of an env's runs (from the first run's resolved config): env id ``experiments.config.
+Task set of an env's runs (from the first run's resolved config): env id ``experiments.runtime.config.
 ENV_IDS[env.name]``, env knobs ``{**env.kwargs, **eval.env_kwargs}`` (BugFix ``difficulty`` among
 them, default ``easy``), split ``eval.split`` (default ``heldout``), task indices
 ``0 .. eval.tasks - 1``, each attempted ``eval.samples_per_task`` times. The scripted agents play
@@ -26,7 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import envs
 from algos.metrics import binomial_confidence_interval
+from envs.bugfix.config import BASE_DIFFICULTY
+from experiments.probes.calibrate import FLOOR_AGENTS, measure
 from experiments.report.load import Run, config_get
 
 REFERENCE_SEED = 0
@@ -72,8 +75,6 @@ def _get(config: dict, dotted: str, default: Any) -> Any:
 
 def task_set_spec(run: Run) -> dict[str, Any] | None:
     """The held-out task set of ``run`` (see the module docstring); ``None`` for an unknown env name."""
-    import envs
-
     env_id = _get(run.config, "env.id", None)
     if env_id not in envs.ENV_IDS:  # the single-agent envs calibrate's scripted agents play
         return None
@@ -87,8 +88,6 @@ def task_set_spec(run: Run) -> dict[str, Any] | None:
         "seed": REFERENCE_SEED,
     }
     if run.env == "bugfix":
-        from envs.bugfix.config import BASE_DIFFICULTY
-
         spec["difficulty"] = str(kwargs.pop("difficulty", BASE_DIFFICULTY))
     else:
         spec["difficulty"] = "default"
@@ -98,9 +97,6 @@ def task_set_spec(run: Run) -> dict[str, Any] | None:
 
 def agents_of(env_id: str) -> tuple[str, tuple[str, ...]]:
     """(ceiling agent, floor agents) of the env's scripted agents."""
-    import envs
-    from experiments.calibrate import FLOOR_AGENTS
-
     if env_id == envs.BUGFIX_ID:
         return "oracle", tuple(FLOOR_AGENTS)
     return "oracle", ("random",)
@@ -108,8 +104,6 @@ def agents_of(env_id: str) -> tuple[str, tuple[str, ...]]:
 
 def play(spec: dict[str, Any], agent: str) -> tuple[int, int]:
     """(successes, scored attempts) of a scripted ``agent`` on the task set ``spec``."""
-    from experiments.calibrate import measure
-
     successes = scored = 0
     for j in range(spec["samples_per_task"]):
         row = measure(spec["env_id"], spec["difficulty"], agent, "reference", spec["tasks"],

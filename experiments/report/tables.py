@@ -10,8 +10,11 @@ from typing import Any
 
 import numpy as np
 
+from algos.metrics import mixed_group_probability
+from envs.stop import StopReason
 from experiments.report.keys import CRITIC_EV_KEY, EV_NA, METHODS_WITH_CRITIC, STOP_PREFIX, TABLE_SUMMARY_KEYS
 from experiments.report.load import Run, config_get
+from experiments.report.pair import PAIR_AGENTS, PAIR_METHODS, PAIR_NA, PAIR_NA_SUMMARY_KEYS, agent_key, critic_ev_key
 from experiments.report.stats import fmt_seeds
 
 
@@ -31,8 +34,6 @@ def p_mix_series(run: Run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(x, measured mixed-group rate, P_mix(p_t, G)) over the updates that hold both
     ``rollout/mixed_group_rate`` and a finite ``rollout/success_rate`` p_t (an update whose
     episodes were all masked has no p); G = ``algo.group_size`` of the run's config."""
-    from algos.metrics import mixed_group_probability
-
     g = int(config_get(run.config, "algo.group_size"))
     xs, measured, predicted = [], [], []
     for row in run.metrics:
@@ -57,8 +58,6 @@ def summary_values(runs: Sequence[Run], key: str) -> list[Any]:
 def final_table(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list[list[Any]]:
     """One row of ``TABLE_COLUMNS`` per env x method (mean ± CI over seeds); a two-agent method's
     cells of ``PAIR_NA_SUMMARY_KEYS`` read ``PAIR_NA`` (experiments/report/pair.py)."""
-    from experiments.report.pair import PAIR_METHODS, PAIR_NA, PAIR_NA_SUMMARY_KEYS
-
     rows = []
     for env, methods in groups.items():
         for method, runs in methods.items():
@@ -124,8 +123,6 @@ def fairness_warnings(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list
 
 def ordered_reasons(totals: Mapping[str, Mapping[str, float]]) -> list[str]:
     """Reasons present in ``totals`` in ``envs.stop.StopReason`` order, unknown ones after (sorted)."""
-    from envs.stop import StopReason
-
     present = {r for t in totals.values() for r in t}
     known = [r.value for r in StopReason if r.value in present]
     return known + sorted(present - set(known))
@@ -158,8 +155,6 @@ def _update_mean_cell(method: str, runs: Sequence[Run], key: str, missing: str |
     """Mean over updates of the train metric ``key`` per seed, as ``mean ± half-width`` over seeds;
     per agent (``a: ... / b: ...``, keys ``agent_X/<key>``) for the two-agent methods. ``missing``:
     the cell when no run logged the key (None: format whatever there is)."""
-    from experiments.report.pair import PAIR_AGENTS, PAIR_METHODS, agent_key
-
     keys = [(f"{a}: ", agent_key(a, key)) for a in PAIR_AGENTS] if method in PAIR_METHODS else [("", key)]
     if missing is not None and not any(r.has(k) for _, k in keys for r in runs):
         return missing
@@ -180,7 +175,7 @@ DIAG_COLUMNS = (
     "signed advantage mass (mean)",
     "anchor hit rate (mean)",
 )
-#: runs that do not log ``train/signed_adv_mass`` (written before session 8)
+#: runs whose metrics.jsonl has no ``train/signed_adv_mass`` (written by a trainer that does not log it)
 MASS_NA = "n/a (not logged)"
 #: GiGPO's share of steps whose anchor state recurs in its group (``algos/gigpo.py``); other
 #: methods do not log it.
@@ -202,8 +197,6 @@ def diagnostics_table(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list
     gives its critic, weight-shift and advantage-mass cells per agent, ``a: <a's> / b: <b's>`` (its
     ``agent_X/critic/explained_variance_heldout``, ``agent_X/train/agg_weight_shift`` and
     ``agent_X/train/signed_adv_mass``)."""
-    from experiments.report.pair import PAIR_AGENTS, PAIR_METHODS, critic_ev_key
-
     rows = []
     for env, methods in groups.items():
         for method, runs in methods.items():
@@ -235,4 +228,51 @@ def diagnostics_table(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list
             shift = _update_mean_cell(method, runs, "train/agg_weight_shift")
             mass = _update_mean_cell(method, runs, "train/signed_adv_mass", missing=MASS_NA)
             rows.append([env, method, ", ".join(map(str, gs)), *group_cells, ev, ev_seeds, shift, mass, anchors])
+    return rows
+
+
+AGENT_COLUMNS: tuple[str, ...] = (
+    "env",
+    "method",
+    "agent",
+    "held-out success, bug only in this agent's file",
+    "start model, same tasks",
+    "own file fixed (held-out)",
+    "messages sent per episode",
+    "format error rate",
+    "critic",
+    "critic EV held-out (2nd-half mean)",
+    "critic EV held-out per seed",
+)
+
+
+def _summary(run, key: str) -> Any:
+    v = run.summary.get(key)
+    return None if v is None or not math.isfinite(float(v)) else float(v)
+
+
+def agent_table(groups: Mapping[str, Mapping[str, Sequence[Any]]]) -> list[list[Any]]:
+    """One row per (env, pair method, agent) of :data:`AGENT_COLUMNS`; every cell is mean ± the
+    95 % t half-width over seeds (:func:`experiments.report.stats.fmt_seeds`). Methods outside
+    :data:`PAIR_METHODS` have no rows."""
+    rows = []
+    for env, methods in groups.items():
+        for method, runs in methods.items():
+            if method not in PAIR_METHODS:
+                continue
+            for a in PAIR_AGENTS:
+                only = f"eval/success_bug_in_{a}_only"
+                per_seed = [second_half_mean(r, critic_ev_key(a)) for r in runs]
+                ev = fmt_seeds(per_seed)
+                ev, ev_seeds = (EV_NA, "n/a") if ev == "n/a" else (ev, _per_seed(per_seed))
+                rows.append([
+                    env, method, a,
+                    fmt_seeds([_summary(r, agent_key(a, only)) for r in runs]),
+                    fmt_seeds([_summary(r, f"start_model/{agent_key(a, only)}") for r in runs]),
+                    fmt_seeds([_summary(r, agent_key(a, "eval/file_fixed")) for r in runs]),
+                    fmt_seeds([_summary(r, agent_key(a, "eval/messages_sent")) for r in runs]),
+                    fmt_seeds([_summary(r, agent_key(a, "eval/format_error_rate")) for r in runs]),
+                    "central (joint state)" if method == "ppo_ctde" else "local (own context)",
+                    ev, ev_seeds,
+                ])
     return rows

@@ -62,7 +62,7 @@ def test_trainer_counts_analytic_flops():
     from algos.batch import ContextBuilder, collate
     from algos.policy import PolicyModel, PolicyShape, ValueModel, count_params
     from algos.trainer import make_trainer
-    from experiments.config import AlgoConfig
+    from experiments.runtime.schema import AlgoConfig
 
     b = ContextBuilder(max_len=32)
     b.start_segment([10, 11], "reset")

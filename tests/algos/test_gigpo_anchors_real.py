@@ -14,7 +14,7 @@ from algos.registry import make_trainer
 from algos.rollout import RolloutEngine, demo_to_trajectory, make_requests
 from algos.trainer import UpdateInputs
 from envs.tokenizer import get_tokenizer
-from experiments.config import AlgoConfig
+from experiments.runtime.schema import AlgoConfig
 
 torch.set_num_threads(1)
 TOK = get_tokenizer()

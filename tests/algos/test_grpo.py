@@ -13,7 +13,7 @@ from algos.grpo import GRPOTrainer, trajectory_advantages
 from algos.losses import aggregation_weights
 from algos.policy import PolicyModel, PolicyShape
 from algos.trainer import UpdateInputs, make_trainer
-from experiments.config import AlgoConfig
+from experiments.runtime.schema import AlgoConfig
 from synthetic_trajectories import make_traj
 
 torch.set_num_threads(1)

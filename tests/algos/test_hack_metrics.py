@@ -1,4 +1,4 @@
-"""Reward hacking measured by outcome (issue 8 #4): reward the verifier does not confirm."""
+"""Reward hacking measured by outcome: reward the verifier does not confirm."""
 
 from algos.rollout import hack_metrics
 from synthetic_trajectories import make_traj

@@ -325,7 +325,7 @@ def test_approx_kl_numbers():
 @PROPERTY
 @given(logits=st.lists(st.floats(-3, 3), min_size=2, max_size=6), data=st.data())
 def test_approx_kl_expectation_is_the_exact_kl_old_new(logits, data):
-    """Issue 9 #3: E_{a ~ pi_old}[r - 1 - log r] = KL(pi_old || pi_new) exactly (by enumeration of a
+    """E_{a ~ pi_old}[r - 1 - log r] = KL(pi_old || pi_new) exactly (by enumeration of a
     small categorical), and every term is >= 0."""
     new_logits = data.draw(st.lists(st.floats(-3, 3), min_size=len(logits), max_size=len(logits)))
     old, new = torch.log_softmax(t64(logits), 0), torch.log_softmax(t64(new_logits), 0)

@@ -14,7 +14,7 @@ from algos.policy import PolicyModel, PolicyShape, ValueModel, count_params, shi
 from algos.ppo import gae_layout, on_sampled_tokens
 from algos.advantages import gae
 from algos.trainer import frozen_copy, make_trainer, value_positions
-from experiments.config import AlgoConfig, ConfigError
+from experiments.runtime.schema import AlgoConfig, ConfigError
 from synthetic_trajectories import EOS, make_traj
 
 torch.set_num_threads(1)
@@ -212,7 +212,7 @@ def test_ppo_update_changes_policy_and_reports_critic_diagnostics(critic):
 
 @pytest.mark.parametrize("critic", ["head", "separate"])
 def test_value_warmup_trains_only_the_critic(critic):
-    """Issue 9 #2: during the warm-up no policy term moves the policy: not the clipped loss, not an
+    """During the warm-up no policy term moves the policy: not the clipped loss, not an
     entropy bonus, not a k1 KL (whose gradient is non-zero even at pi = ref), not weight decay."""
     policy, value = _models(critic)
     before = copy.deepcopy(policy)

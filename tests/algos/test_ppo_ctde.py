@@ -18,7 +18,7 @@ from algos.registry import make_trainer
 from envs.pairfix.agents import PairOracle
 from envs.tokenizer import get_tokenizer
 from experiments.claims.common import pair_claims_config
-from experiments.config import ConfigError
+from experiments.runtime.schema import ConfigError
 
 TOK = get_tokenizer()
 MAX_LEN = 256
@@ -129,7 +129,7 @@ def test_bad_configs_name_the_value():
         make_trainer("ppo_ctde", token_level, policy, critic=critic)
     with pytest.raises(ValueError, match="policy.critic=separate"):
         make_trainer("ppo_ctde", _algo(), policy, critic=None)
-    # the pair knobs are checked by the TrainConfig they are composed into (experiments/config.py)
+    # the pair knobs are checked by the TrainConfig they are composed into (experiments/runtime/schema.py)
     for algo, overrides, message in (
             ("ppo_ctde", ["algo.value_level=token"], "algo.value_level='token' is invalid for ppo_ctde"),
             ("ppo", [], "env=pairfix has two agents but algo=ppo trains one"),
@@ -171,7 +171,7 @@ def test_pair_rollout_metrics_hand_counted(oracle_episodes):
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", ["ppo_ctde", "ppo_independent"])
 def test_train_pair_runs_end_to_end_from_one_call(algo, tmp_path, monkeypatch):
-    import experiments.train_pair as tp
+    import experiments.runtime.pair as tp
 
     monkeypatch.setattr(tp, "WARMSTART_DIR", tmp_path)
     c = pair_claims_config(algo, updates=1, episodes_per_update=4, eval_episodes=2,

@@ -81,8 +81,8 @@ def cloned_policy():
     """A tiny policy behaviour-cloned on 16 oracle episodes (so it writes real tool calls)."""
     import envs
     from envs.long_horizon_agents import OracleAgent
-    from experiments.bc import behaviour_clone
-    from experiments.warmstart import play_demo
+    from experiments.runtime.bc import behaviour_clone
+    from experiments.runtime.warmstart import play_demo
 
     env = envs.make(LH, **LH_KW)
     demos = [demo_to_trajectory(*play_demo(env, OracleAgent(), i, {"task_index": i, "split": "train"}),
@@ -132,7 +132,7 @@ def _check_counts_what_was_read(model, trajs, trace):
 
 
 def test_observation_tokens_count_what_the_model_read_at_a_truncation():
-    """Issue 9 #6: a token-budget truncation lays out the final observation + [SEP] for the critic's
+    """A token-budget truncation lays out the final observation + [SEP] for the critic's
     V(next state) but never feeds it; observation_tokens leaves it out (and a final forced EOS)."""
     model = _policy(max_len=48)
     engine = RolloutEngine(LH, num_envs=2, max_len=48, max_action_tokens=4, env_kwargs=dict(n_stages=2, n_approaches=2, verbose=8))

@@ -121,7 +121,7 @@ def test_new_trainers_update_on_real_episodes_of_both_envs():
     from algos.batch import collate
     from algos.registry import make_trainer
     from algos.steps import step_inputs, step_layout
-    from experiments.config import AlgoConfig
+    from experiments.runtime.schema import AlgoConfig
 
     torch.manual_seed(0)
     model = PolicyModel(PolicyShape(vocab_size=TOK.vocab_size, d_model=16, n_layers=1, n_heads=2, max_len=256))

@@ -15,7 +15,7 @@ from algos.policy import PolicyModel, PolicyShape
 from algos.registry import TRAINERS, make_trainer
 from algos.rloo import RLOOTrainer
 from algos.trainer import UpdateInputs
-from experiments.config import AlgoConfig
+from experiments.runtime.schema import AlgoConfig
 from synthetic_trajectories import make_traj
 
 torch.set_num_threads(1)

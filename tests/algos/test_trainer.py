@@ -13,7 +13,7 @@ from algos.batch import ContextBuilder, Trajectory, collate
 from algos.policy import PolicyModel, PolicyShape, shift_logprobs
 from algos.registry import TRAINERS, make_trainer, register
 from algos.trainer import SPLIT_COST_KEYS, Trainer, frozen_copy
-from experiments.config import AlgoConfig
+from experiments.runtime.schema import AlgoConfig
 from synthetic_trajectories import EOS, make_traj
 
 torch.set_num_threads(1)
@@ -54,7 +54,7 @@ SPLIT_KEYS = ("train/policy_loss", "train/entropy", "train/clip_frac", "train/ra
 
 @pytest.mark.parametrize("name", ["grpo", "ppo"])
 def test_logged_metrics_do_not_depend_on_micro_batch_rows(name):
-    """Issue 9 #1: the logged dict of one update is the same for micro_batch_rows 1, 7 and all rows
+    """The logged dict of one update is the same for micro_batch_rows 1, 7 and all rows
     (12): losses are each optimizer step's full loss, per-token statistics are token-weighted."""
     runs = {micro: _run(name, micro) for micro in (1, 7, 12)}
     ref_metrics, ref_policy = runs[12]
@@ -95,7 +95,7 @@ def test_policy_loss_is_the_full_loss_of_the_step(micro):
 
 
 def test_approx_kl_is_r_minus_1_minus_log_r_of_the_update():
-    """Issue 9 #3: with 2 epochs the first epoch's forwards see pi_old (r = 1: 0) and the second's
+    """With 2 epochs the first epoch's forwards see pi_old (r = 1: 0) and the second's
     see pi_1 (the weights after one step), so the logged value is mean_t(r - 1 - log r) / 2 over
     the loss tokens, r = pi_1 / pi_old, computed here from the two models independently."""
     trajs = [make_traj([2, 1], 1.0, seed=1), make_traj([3], 0.0, seed=2), make_traj([1, 1], 1.0, seed=3)]
@@ -127,7 +127,7 @@ def _long_action_traj(reward, n_tokens=200, behavior_logp=-10.0):
 
 @pytest.mark.parametrize("ratio", ["sequence", "sequence-norm", "token"])
 def test_sequence_ratio_of_a_200_token_action_stays_finite(ratio):
-    """Issue 9 #7: behavior log-probs -10 vs recomputed ~-3.9 per token: the summed log-ratio of a
+    """Behavior log-probs -10 vs recomputed ~-3.9 per token: the summed log-ratio of a
     200-token action is ~ +1200, exp of which is inf in float32. Clamped, the loss, gradient and
     weights stay finite."""
     policy = _model()

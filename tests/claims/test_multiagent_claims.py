@@ -167,7 +167,7 @@ def test_pair_claims_config_reproduces_the_former_pair_defaults(algo):
 
     from algos.pair_rollout import pair_requests
     from experiments.claims.common import pair_claims_config
-    from experiments.config import AlgoConfig
+    from experiments.runtime.schema import AlgoConfig
 
     pc = pair_claims_config(algo)
     got = {k: v for k, v in dataclasses.asdict(pc).items() if k not in ("algo_fields", "eval_tasks")}

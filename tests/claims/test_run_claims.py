@@ -1,5 +1,5 @@
 """experiments.claims.compare and .process: the numbers behind C19, C20 and C24's trainer part,
-read from real ``experiments.train.run`` runs (computed once per session)."""
+read from real ``experiments.runtime.loop.run`` runs (computed once per pytest session)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PairFix-v1: reset/step contracts, determinism per seed, fuzzed actions, the observation split,
+"""PairFix-v2: reset/step contracts, determinism per seed, fuzzed actions, the observation split,
 the scripted oracle pair, and the task construction (composition, bug placement)."""
 
 from __future__ import annotations
@@ -53,9 +53,17 @@ def test_step_contract_turns_alternate_and_end_is_joint():
         env.step("ls")
     assert seen == ["a", "b", "a"]
     env.step("submit")  # b submits the still-buggy program
-    assert env.agents == [] and all(env.terminations.values()) and not any(env.truncations.values())
+    assert all(env.terminations.values()) and not any(env.truncations.values())
     assert env.infos["a"]["stop_reason"] == env.infos["b"]["stop_reason"] == "submitted_failed"
     assert env.infos["a"]["verified"] == 0
+    # AEC dead steps: each finished agent, in turn order, is stepped with None and leaves
+    assert env.agent_selection == "a" and env.last()[2]
+    with pytest.raises(ValueError, match="allowed: None"):
+        env.step("ls")
+    env.step(None)
+    assert env.agents == ["b"] and set(env.infos) == {"b"} and env.agent_selection == "b"
+    env.step(None)
+    assert env.agents == [] and env.rewards == env.terminations == env.truncations == env.infos == {}
     with pytest.raises(RuntimeError, match="reset"):
         env.step("ls")
     env.reset(seed=0, options={"task_index": 0})
@@ -99,7 +107,7 @@ def test_fuzzed_actions_never_raise_and_every_text_encodes():
     for seed in range(12):
         env.reset(seed=seed, options={"task_index": seed})
         k = 0
-        while env.agents:
+        while not (env.terminations[env.agent_selection] or env.truncations[env.agent_selection]):
             env.step(junk[(seed + k) % len(junk)] if k % 3 else "run_tests")
             k += 1
             for a in AGENTS:
@@ -124,7 +132,7 @@ def test_observation_split_a_never_sees_b_file():
         actions = {"a": ["view main", "send bug mine", "run_tests", "view tests", "ls", "view main"],
                    "b": ["view main", "run_tests", *t.oracle_actions("b"), "view main", "send fixed", "ls"]}
         obs_a = []
-        while env.agents and any(actions.values()):
+        while not env.terminations[env.agent_selection] and any(actions.values()):
             name = env.agent_selection
             if name == "a":
                 obs_a.append(env.observe("a"))
@@ -178,3 +186,34 @@ def test_trap_voids_the_team_reward():
     env.step("submit")
     assert env.infos["a"]["stop_reason"] == "submitted_voided" and env.infos["a"]["verified"] == 0
     assert env.infos["a"]["file_fixed_a"] and env.infos["a"]["file_fixed_b"]
+
+
+def test_pettingzoo_api_test_passes():
+    """``PairFixEnv`` is a ``pettingzoo.AECEnv`` that passes PettingZoo's own API checker
+    (random text actions: the episodes end by format errors or turn limits)."""
+    from pettingzoo import AECEnv
+    from pettingzoo.test import api_test
+
+    env = _env()
+    assert isinstance(env, AECEnv)
+    with pytest.warns(UserWarning, match=r"ignores unknown option\(s\) \['options'\]"):
+        api_test(env, num_cycles=50)
+
+
+def test_pettingzoo_seed_test_passes():
+    from pettingzoo.test import seed_test
+
+    seed_test(lambda: _env(), num_cycles=50)
+
+
+def test_known_reset_options_still_reject_bad_values():
+    env = _env()
+    with pytest.raises(ValueError, match="unknown split 'test'"):
+        env.reset(seed=0, options={"split": "test"})
+    with pytest.raises(ValueError, match="task_index must be an int"):
+        env.reset(seed=0, options={"task_index": "3"})
+    with pytest.raises(ValueError, match="task_index=-1"):
+        env.reset(seed=0, options={"task_index": -1})
+    with pytest.warns(UserWarning, match=r"\['task'\]"):  # a misspelt key is named, then ignored
+        env.reset(seed=0, options={"task": 3, "task_index": 4})
+    assert env.task.index == 4

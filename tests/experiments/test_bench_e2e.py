@@ -1,4 +1,4 @@
-"""experiments/bench_e2e.py: the aggregation of a run's metrics lines, the side-by-side table, the
+"""experiments/bench/e2e.py: the aggregation of a run's metrics lines, the side-by-side table, the
 dispatch from ``experiments.bench``, and (slow) the ``--quick`` plumbing on a tiny config."""
 
 import subprocess
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from entry import run_entry
-from experiments.bench_e2e import RunStats, Table, format_table, format_targets, run_stats, train_command
+from experiments.bench.e2e import RunStats, Table, format_table, format_targets, run_stats, train_command
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import envs
-from experiments import bench
+from experiments.bench import cli
+from experiments.bench import envs as bench
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,14 +65,14 @@ def test_drivers_record_replayable_episodes():
 
 
 def test_bench_envs_does_not_import_the_training_stack():
-    code = ("import sys; from experiments import bench; "
-            "bench.main(['envs', '--steps', '50', '--repeats', '1', '--env', 'agentrl/BugFix-v2']); "
-            "assert 'torch' not in sys.modules and 'experiments.bench_train' not in sys.modules")
+    code = ("import sys; from experiments.bench import cli; "
+            "cli.main(['envs', '--steps', '50', '--repeats', '1', '--env', 'agentrl/BugFix-v2']); "
+            "assert 'torch' not in sys.modules and 'experiments.bench.train' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
 
 
 def test_subcommands_are_a_registry(monkeypatch, capsys):
-    assert list(bench.SUBCOMMANDS)[:2] == ["envs", "train"]
+    assert list(cli.SUBCOMMANDS)[:2] == ["envs", "train"]
     calls = []
 
     def add(parser: argparse.ArgumentParser) -> None:
@@ -81,7 +82,7 @@ def test_subcommands_are_a_registry(monkeypatch, capsys):
         calls.append(args.n)
         return 0
 
-    monkeypatch.setitem(bench.SUBCOMMANDS, "later", bench.Subcommand("a later benchmark", add, run))
-    assert bench.main(["later", "--n", "3"]) == 0 and calls == [3]
+    monkeypatch.setitem(cli.SUBCOMMANDS, "later", cli.Subcommand("a later benchmark", add, run))
+    assert cli.main(["later", "--n", "3"]) == 0 and calls == [3]
     with pytest.raises(SystemExit):
-        bench.main(["nope"])
+        cli.main(["nope"])

@@ -9,14 +9,14 @@ import pytest
 
 from algos.metrics import binomial_confidence_interval
 from entry import run_entry
-from experiments.calibrate import CEILING_TARGET, FLOOR_AGENTS, FLOOR_TARGET, calibrate, checks
+from experiments.probes.calibrate import CEILING_TARGET, FLOOR_AGENTS, FLOOR_TARGET, calibrate, checks
 
 ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["--episodes", "20", "--seed", "3", "--difficulties", "easy", "hard", "--mistake-rates", "0.03"]
 ROW = re.compile(
     r"^(?P<env>\S+)\s+(?P<difficulty>\w+)\s+(?P<agent>\w+)\s+(?P<role>\w+)\s+(?P<faults>on|off)\s+"
     r"(?P<mistake>-|\d\.\d{3})\s+(?P<episodes>\d+)\s+(?P<masked>\d+)\s+(?P<successes>\d+)/(?P<scored>\d+)\s+"
-    r"(?P<success>\d\.\d{3})\s+\[(?P<low>\d\.\d{3}), (?P<high>\d\.\d{3})\]\s+(?P<hack>\d\.\d{3})\s+"
+    r"(?P<success>\d\.\d{3})\s+\[(?P<low>\d\.\d{3}), (?P<high>\d\.\d{3})\]\s+(?P<reward>\d\.\d{3})\s+(?P<hack>\d\.\d{3})\s+"
     r"(?P<flagged>\d\.\d{3})\s+(?P<turns>\d+\.\d{2})\s+(?P<tool_s>\d+\.\d)$"
 )
 
@@ -43,11 +43,13 @@ def test_calibrate_cli_prints_floor_ceiling_and_checks_with_fixed_seed_numbers()
     assert {a for (d, a), m in got.items() if m["role"] == "floor" and d == "easy"} == set(FLOOR_AGENTS)
     # fixed seed -> fixed numbers (regression anchors)
     assert [got[(d, "oracle")]["successes"] for d in ("easy", "hard")] == ["20", "20"]
-    assert got[("easy", "noisy_oracle")]["successes"] == "18" and got[("hard", "noisy_oracle")]["successes"] == "3"
+    assert got[("easy", "noisy_oracle")]["successes"] == "17" and got[("hard", "noisy_oracle")]["successes"] == "2"
     assert all(int(got[("easy", a)]["successes"]) <= 1 for a in FLOOR_AGENTS)
     assert got[("default", "oracle")]["successes"] == "20" and got[("default", "random")]["successes"] == "0"
     assert got[("default", "forgetful")]["successes"] == "15"  # forgets what it tried: runs out of turns
-    assert lines[-2] == "check easy: ceiling 1.000 >= 0.95 ok | floor max 0.050 (fit_visible) <= 0.10 ok"
+    assert all(got[(d, "fit_visible")]["reward"] == "0.000" for d in ("easy", "hard"))  # fitting earns no reward
+    assert lines[-2] == ("check easy: ceiling 1.000 >= 0.95 ok | floor max 0.050 (blind_enumerate) <= 0.10 ok | "
+                         "fitting reward 0.000 <= 0.01 ok")
     assert lines[-1].startswith("check hard: ceiling 1.000 >= 0.95 ok | floor max 0.000")
 
 
@@ -61,3 +63,6 @@ def test_checks_flag_a_weak_ceiling_or_a_strong_floor():
     strong = rows[:1] + [replace(rows[1], successes=2)] + rows[2:]  # 2/10 > 0.10
     assert f"ceiling 0.900 >= {CEILING_TARGET:.2f} FAIL" in checks(weak)[0]
     assert f"<= {FLOOR_TARGET:.2f} FAIL" in checks(strong)[0]
+    fit = next(i for i, r in enumerate(rows) if r.agent == "fit_visible")
+    paid = rows[:fit] + [replace(rows[fit], rewarded=1)] + rows[fit + 1:]  # 1/10 = 0.1 > 0.01
+    assert "fitting reward 0.100 <= 0.01 FAIL" in checks(paid)[0] and "fitting reward 0.000 <= 0.01 ok" in checks(rows)[0]

@@ -1,4 +1,4 @@
-"""experiments/compare.py end to end: the real train.py as a multirun at ``--tiny`` scale (2
+"""experiments/compare/job.py end to end: the real train.py as a multirun at ``--tiny`` scale (2
 algorithms x 2 seeds, 16 rollouts each; Hydra's basic launcher, the ``--tiny`` default), then the
 report and the offline W&B summary run, all inside tmp_path (cwd, sweep dir, warm-start cache); and
 which launcher a sweep gets (fast). The joblib launcher runs train.py for real in
@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from entry import run_entry
-from experiments.compare import PRESETS, sweep_command
+from experiments.compare.job import PRESETS, sweep_command
 from wandb_records import offline_run_contents
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -47,7 +47,7 @@ def test_sweep_command_and_argument_errors(tmp_path):
     (["--launcher", "ray"], "ray"),
 ])
 def test_tiny_sweeps_use_the_basic_launcher_unless_one_is_named(argv, launcher, monkeypatch, capsys):
-    import experiments.compare as C
+    import experiments.compare.job as C
 
     assert C.sweep_launcher(None, tiny=True, jobs=None) == "basic"
     monkeypatch.setattr(C, "run_sweep", lambda *a, **k: pytest.fail("--dry-run must not start the sweep"))

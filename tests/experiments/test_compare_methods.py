@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from entry import run_entry
-from experiments import compare as C
-from experiments.config import ALGO_SCHEMAS
+from experiments.compare import job as C
+from experiments.runtime.schema import ALGO_SCHEMAS
 from experiments.report.conclusion import compare_at_matched_budgets
 from experiments.report.load import group_runs, load_runs, method_order
 from experiments.report.markdown import _conclusion_md

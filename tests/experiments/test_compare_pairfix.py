@@ -13,13 +13,14 @@ import yaml
 from hydra import compose, initialize_config_dir
 
 from entry import run_entry
-from experiments import compare as C
-from experiments.config import ConfigError, register_configs, validate
+from experiments.compare import job as C
+from experiments.runtime.config import register_configs, validate
+from experiments.runtime.schema import ConfigError
 from experiments.report import ReportError, final_table, load_runs, render_report
 from experiments.report.conclusion import compare_at_matched_budgets
 from experiments.report.load import group_runs
-from experiments.report.pair import PAIR_NA, REFERENCE_NA, agent_table
-from experiments.report.tables import diagnostics_table
+from experiments.report.pair import PAIR_NA, REFERENCE_NA
+from experiments.report.tables import agent_table, diagnostics_table
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = str(ROOT / "configs")
@@ -120,7 +121,7 @@ FINAL = {"ppo_independent": [0.2, 0.3, 0.4], "ppo_ctde": [0.4, 0.5, 0.6]}
 
 def write_pair_run(run_dir: Path, algo: str, seed: int, frozen: tuple[str, ...] = (),
                    drop_metric: str | None = None) -> Path:
-    """A run directory shaped like experiments/train_pair.py's (keys of a real tiny run)."""
+    """A run directory shaped like experiments/runtime/pair.py's (keys of a real tiny run)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     config = {"seed": seed, "env": {"name": "pairfix", "id": "agentrl/PairFix-v2", "kwargs": {"difficulty": "easy"}},
               "algo": {"name": algo, "group_size": 1, "frozen": list(frozen)},

@@ -23,7 +23,7 @@ SWEEP = ("import subprocess, sys, time; "
 # the compare process as started from a terminal: Ctrl-C raises KeyboardInterrupt. (A shell's
 # background job inherits SIGINT ignored, and Python then installs no handler of its own; the test
 # must not depend on how the suite itself was launched.)
-DRIVER = ("import signal, sys; from pathlib import Path; from experiments.compare import run_sweep; "
+DRIVER = ("import signal, sys; from pathlib import Path; from experiments.compare.job import run_sweep; "
           "signal.signal(signal.SIGINT, signal.default_int_handler); "
           f"sys.exit(run_sweep([sys.executable, '-c', {SWEEP!r}], Path(sys.argv[1])))")
 

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from experiments.config import ConfigError, register_configs, validate
+from experiments.runtime.config import register_configs, validate
+from experiments.runtime.schema import ConfigError
 
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 register_configs()
@@ -67,7 +68,7 @@ def test_unknown_key_and_wrong_type_fail():
 def test_each_algorithm_schema_has_only_its_own_knobs(algo, foreign):
     """One home per knob: a GRPO config has no critic fields, a PPO config no group fields; setting
     one is a composition error (and a TypeError in Python)."""
-    from experiments.config import AlgoConfig, ALGO_SCHEMAS
+    from experiments.runtime.schema import ALGO_SCHEMAS, AlgoConfig
 
     c = validate(cfg(f"algo={algo}"))
     assert type(c.algo) is ALGO_SCHEMAS[algo]
@@ -84,10 +85,10 @@ def test_each_algorithm_schema_has_only_its_own_knobs(algo, foreign):
 
 def test_option_yaml_states_only_what_differs_from_the_schema():
     """configs/<group>/*.yaml: every value line differs from the schema default (the schema in
-    experiments/config.py is the one home of each knob and its default)."""
+    experiments/runtime/schema.py is the one home of each knob and its default)."""
     import yaml
 
-    from experiments import config as C
+    from experiments.runtime import schema as C
 
     schemas = {"compression": C.CompressionConfig, "policy": C.PolicyConfig, "budget": C.BudgetConfig,
                "logger": C.LoggerConfig, "rollout": C.RolloutConfig, "eval": C.EvalConfig,
@@ -130,7 +131,7 @@ def test_compare_presets_inherit_the_base(preset):
     expected = {"compare_small": (2560, "bugfix", "none"), "compare_bugfix": (4096, "bugfix", "none"),
                 "compare_long_horizon": (4096, "long_horizon", "structured_summary")}[preset]
     assert (c.budget.amount, c.env.name, c.compression.strategy) == expected
-    if preset == "compare_small":  # the demo (issue 10): >= 5 seeds, >= 400 final-eval attempts per run
+    if preset == "compare_small":  # the demo: >= 5 seeds, >= 400 final-eval attempts per run
         assert c.eval.tasks * c.eval.samples_per_task >= 400
         seeds = yaml.safe_load((Path(CONFIGS) / "experiment" / "compare_small.yaml").read_text())["hydra"]["sweeper"]["params"]["seed"]
         assert len(str(seeds).split(",")) >= 5
@@ -151,7 +152,7 @@ def test_compare_presets_inherit_the_base(preset):
 
 
 def test_algo_name_must_match_its_schema():
-    from experiments.config import GrpoConfig, PpoConfig
+    from experiments.runtime.schema import GrpoConfig, PpoConfig
 
     with pytest.raises(ConfigError, match="algo.name='ppo' does not match its schema GrpoConfig"):
         GrpoConfig(name="ppo")
@@ -161,8 +162,8 @@ def test_algo_name_must_match_its_schema():
 
 def test_warmstart_processes_and_bucketing_are_checked_before_any_compute():
     """One-line errors naming the bad value and what is allowed: processes >= 1, and data-parallel
-    cloning only with the bucketed micro-batches (experiments/bc.py)."""
-    from experiments.config import WarmstartConfig
+    cloning only with the bucketed micro-batches (experiments/runtime/bc.py)."""
+    from experiments.runtime.schema import WarmstartConfig
 
     with pytest.raises(ConfigError, match="warmstart.processes=0 must be >= 1"):
         WarmstartConfig(processes=0)

@@ -8,8 +8,8 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from experiments.config import register_configs, validate
-from experiments.critic_probe import PointData, build_critic, main, probe, sample
+from experiments.runtime.config import register_configs, validate
+from experiments.probes.critic_probe import PointData, build_critic, main, probe, sample
 
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 register_configs()

@@ -1,4 +1,4 @@
-"""experiments/loggers.py: a real offline W&B run, read back from its files after finish().
+"""experiments/runtime/loggers.py: a real offline W&B run, read back from its files after finish().
 
 The run's ``run-<id>.wandb`` transaction log is decoded with ``tests/wandb_records.py``'s ``read_wandb_records``
 (a LevelDB-log reader with checksum verification; wandb 0.31 ships no Python reader) and checked
@@ -13,14 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments.loggers import (
-    COMPUTE_AXES,
-    PLOTTED_NAMESPACES,
-    NoneLogger,
-    WandbLogger,
-    flatten_config,
-    make_logger,
-)
+from experiments.runfiles.axes import COMPUTE_AXES
+from experiments.runtime.loggers import NoneLogger, PLOTTED_NAMESPACES, WandbLogger, flatten_config, make_logger
 from wandb_records import offline_run_contents, read_wandb_records
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

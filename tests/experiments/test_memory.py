@@ -1,10 +1,10 @@
-"""experiments.memory: freed heap pages go back to the OS (glibc), numbers are untouched."""
+"""experiments.runtime.memory: freed heap pages go back to the OS (glibc), numbers are untouched."""
 
 import sys
 
 import pytest
 
-from experiments.memory import release_freed_memory
+from experiments.runtime.memory import release_freed_memory
 
 
 def _resident_mb() -> float:

@@ -1,6 +1,6 @@
 """The parts experiments/train.py is assembled from: the learning-rate schedule of the run loop,
 RunDir (metrics log, checkpoint, resume with truncation, config hash), BehaviorPolicy (the stale
-sampler) and the env check of experiments/build.py."""
+sampler) and the env check of experiments/runtime/build.py."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from algos.policy import PolicyModel, PolicyShape
-from experiments.behavior import BehaviorPolicy
-from experiments.build import check_env
-from experiments.config import ConfigError, GrpoConfig, TrainConfig, register_configs, validate
-from experiments.rundir import RunDir, config_hash
+from experiments.runtime.behavior import BehaviorPolicy
+from experiments.runtime.config import check_env, register_configs, validate
+from experiments.runtime.schema import ConfigError, GrpoConfig, TrainConfig
+from experiments.runtime.rundir import RunDir, config_hash
 
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 register_configs()
@@ -28,10 +28,10 @@ def composed(*overrides) -> TrainConfig:
 
 
 def test_linear_lr_schedule_uses_the_budget_spent_before_each_update(tmp_path):
-    """Issue 9 defect 4: 48 rollouts at 16 per update (4 tasks x G=4) = 3 updates. The fraction
-    spent before update k is 16k/48, so lr_k = 3e-4 * (1 - k/3) = 3e-4, 2e-4, 1e-4; the old loop
-    read it after counting the update's rollouts and ran 2e-4, 1e-4 and the last update at 0."""
-    from experiments.train import run
+    """48 rollouts at 16 per update (4 tasks x G=4) = 3 updates. The fraction spent before update
+    k is 16k/48, so lr_k = 3e-4 * (1 - k/3) = 3e-4, 2e-4, 1e-4 (reading it after counting the
+    update's rollouts would give 2e-4, 1e-4 and a last update at lr 0)."""
+    from experiments.runtime.loop import run
 
     c = composed("experiment=tiny", "algo=grpo", "algo.group_size=4", "algo.lr=3e-4", "algo.lr_schedule=linear",
                  "budget.amount=48", "policy.init_checkpoint=", "eval.every=0", "eval.tasks=1",
@@ -132,7 +132,7 @@ def test_validate_reruns_field_checks_on_a_mutated_object():
 
 
 def test_build_kwargs_and_requests_are_functions_of_the_config():
-    from experiments.build import compression_kwargs, env_kwargs, policy_shape, rollouts_per_update, update_requests
+    from experiments.runtime.build import compression_kwargs, env_kwargs, policy_shape, rollouts_per_update, update_requests
 
     c = TrainConfig(algo=GrpoConfig(group_size=4, tasks_per_update=3))
     c.env.kwargs = {"difficulty": "easy"}

@@ -1,6 +1,6 @@
-"""The step-level estimators (issue 11) from the one training entry point, on both envs:
+"""The step-level estimators from the one training entry point, on both envs:
 ``experiments.train algo=rloo|gigpo|grpo_process env=bugfix|long_horizon experiment=tiny``
-(in-process ``experiments.train.run`` on the composed, validated config, as ``main`` does after
+(in-process ``experiments.runtime.loop.run`` on the composed, validated config, as ``main`` does after
 the Hydra parse)."""
 
 import json
@@ -10,8 +10,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from experiments.config import register_configs, validate
-from experiments.train import run
+from experiments.runtime.config import register_configs, validate
+from experiments.runtime.loop import run
 
 ROOT = Path(__file__).resolve().parents[2]
 register_configs()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from entry import run_entry
-from experiments.train import KILL_AFTER_UPDATE_ENV
+from experiments.runtime.loop import KILL_AFTER_UPDATE_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -153,7 +153,7 @@ def test_short_run_improves_over_the_start_model(tmp_path, ws_cache, algo, extra
     ~0.03) must beat the start model's (256 attempts on the same tasks) on each seed by 0.05 and
     on the two seeds' mean by 0.12 (3.7 standard errors of that mean's difference with the start:
     sqrt(0.025^2 + 0.029^2 / 2) = 0.032). One seed alone is not a sturdy check at this budget:
-    measured (session 6, seeds 0-3, start 0.204) GRPO gains 0.22 / 0.28 / 0.22 / 0.30, PPO
+    measured (this test's runs at seeds 0-3, start 0.204) GRPO gains 0.22 / 0.28 / 0.22 / 0.30, PPO
     0.31 / 0.11 / 0.09 / 0.37; with the previous start model (same loss, weights different in
     their last bits) GRPO's seed-0 gain was 0.13 (64 attempts), so a threshold on one seed sat
     within float noise of it."""

@@ -9,8 +9,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from entry import run_entry
-from experiments.config import ConfigError, is_pair_run, register_configs, validate
-from experiments.train_pair import pair_config, shapes
+from experiments.runtime.config import register_configs, validate
+from experiments.runtime.schema import ConfigError, is_pair_run
+from experiments.runtime.pair import pair_config, shapes
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = str(ROOT / "configs")
@@ -90,11 +91,11 @@ def test_bad_combination_exits_2_before_compute(tmp_path):
 
 
 def run_in_process(tmp_path, monkeypatch, capsys, *overrides):
-    """``experiments.train.run`` on the composed, validated config (what ``main`` does after the
+    """``experiments.runtime.loop.run`` on the composed, validated config (what ``main`` does after the
     Hydra parse; in-process to keep the test small)."""
     from omegaconf import OmegaConf
 
-    from experiments.train import run
+    from experiments.runtime.loop import run
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
@@ -176,13 +177,13 @@ def test_every_run_seed_starts_from_one_cached_start_model(tmp_path, monkeypatch
 def test_pair_config_is_only_derived_from_a_pair_train_config():
     import dataclasses
 
-    from experiments.train_pair import PairConfig
+    from experiments.runtime.pair import PairConfig
 
     with pytest.raises(ConfigError) as e:
         pair_config(validate(cfg("algo=grpo", "env=bugfix")))
     assert str(e.value) == "env.name='bugfix' is not a two-agent env: a pair run needs env in pairfix"
     with pytest.raises(TypeError):
-        PairConfig()  # no defaults: every value comes from the TrainConfig (experiments/config.py)
+        PairConfig()  # no defaults: every value comes from the TrainConfig (experiments/runtime/schema.py)
     pc = pair_config(validate(cfg("algo=ppo_ctde", "env=pairfix")))
     with pytest.raises(dataclasses.FrozenInstanceError):
         pc.d_model = 8

@@ -1,4 +1,4 @@
-"""experiments/transcripts.py: rendering (sampled vs environment tokens), the deterministic choice of
+"""experiments/runfiles/transcripts.py: rendering (sampled vs environment tokens), the deterministic choice of
 one success and one failure, transcripts.json, the W&B payloads, and the report's section."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from algos.batch import Segment, Trajectory, Turn
 from envs.tokenizer import get_tokenizer
-from experiments import transcripts as T
+from experiments.runfiles import transcripts as T
 
 TOK = get_tokenizer()
 
@@ -79,7 +79,7 @@ def test_render_of_a_real_scripted_episode():
     import envs
     from algos.rollout import demo_to_trajectory
     from envs.agents import make_agent
-    from experiments.warmstart import play_demo
+    from experiments.runtime.warmstart import play_demo
 
     env = envs.make(envs.BUGFIX_ID)
     observations, actions, rewards, infos, terminated, truncated = play_demo(

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from entry import run_entry
-from experiments.critic_probe import PointData
-from experiments.value_ceiling import (bootstrap, branch, forced_prefix, load_run, measure_points, sampled_tokens, turn_of,
+from experiments.probes.critic_probe import PointData
+from experiments.probes.value_ceiling import (bootstrap, branch, forced_prefix, load_run, measure_points, sampled_tokens, turn_of,
                                        turn_rewards)
 
 ROOT = Path(__file__).resolve().parents[2]

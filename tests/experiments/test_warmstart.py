@@ -10,9 +10,9 @@ from hydra import compose, initialize_config_dir
 
 from algos.policy import PolicyModel
 from envs.tokenizer import get_tokenizer
-from experiments.build import load_policy_weights, policy_shape
-from experiments.config import register_configs, validate
-from experiments.warmstart import cache_key, demonstrations, ensure_warmstart
+from experiments.runtime.build import load_policy_weights, policy_shape
+from experiments.runtime.config import register_configs, validate
+from experiments.runtime.warmstart import cache_key, demonstrations, ensure_warmstart
 
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 register_configs()
@@ -43,14 +43,14 @@ def test_demonstrations_mark_only_the_demo_actions_as_sampled(tmp_path):
 def test_warm_start_is_built_once_and_cached_by_config(tmp_path):
     c = tiny(tmp_path)
     info = ensure_warmstart(c, verbose=False)
-    path = Path(info["path"])
-    assert path.exists() and 0.0 <= info["start_success"] <= 1.0
-    assert info["bc_loss_last"] < info["bc_loss_first"]
+    path = Path(info.path)
+    assert path.exists() and 0.0 <= info.start_success <= 1.0
+    assert info.bc_loss_last < info.bc_loss_first
     stamp = os.path.getmtime(path)
     again = ensure_warmstart(c, verbose=False)
-    assert (again["path"], again["key"], again["start_success"]) == (info["path"], info["key"], info["start_success"])
+    assert (again.path, again.key, again.start_success) == (info.path, info.key, info.start_success)
     assert os.path.getmtime(path) == stamp  # cache hit: nothing rebuilt
-    assert json.loads((path.parent / "warmstart.json").read_text())["start_success"] == info["start_success"]
+    assert json.loads((path.parent / "warmstart.json").read_text())["start_success"] == info.start_success
     # a different demo noise is a different start model
     assert cache_key(tiny(tmp_path, "warmstart.noise=0.9")) != cache_key(c)
     # ... where the cache lives (an operational field) or the algorithm is not
@@ -58,7 +58,7 @@ def test_warm_start_is_built_once_and_cached_by_config(tmp_path):
     assert cache_key(tiny(tmp_path, "algo=ppo")) == cache_key(c)
     # the checkpoint loads into the policy, with or without a value head
     for critic in ("none", "head"):
-        load_policy_weights(PolicyModel(policy_shape(c, critic=critic)), info["path"])
+        load_policy_weights(PolicyModel(policy_shape(c, critic=critic)), info.path)
 
 
 @pytest.mark.slow
@@ -68,7 +68,7 @@ def test_the_cached_start_success_does_not_depend_on_which_run_built_it(tmp_path
     0.528 or 0.537 depending on which of its first two jobs won the cache lock). It uses
     ``start_eval_seed`` (of ``warmstart.seed``): the episodes seed 0's runs are evaluated on."""
     from algos.rollout import evaluate
-    from experiments.build import eval_engine, eval_seed, start_eval_seed
+    from experiments.runtime.build import eval_engine, eval_seed, start_eval_seed
 
     def config(seed: int):  # learn_tiny: a start model that writes real tool calls (faults, retries)
         with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
@@ -78,12 +78,12 @@ def test_the_cached_start_success_does_not_depend_on_which_run_built_it(tmp_path
 
     c0, c3 = config(0), config(3)
     built = {0: ensure_warmstart(c0, verbose=False), 3: ensure_warmstart(c3, verbose=False)}
-    assert built[0]["key"] == built[3]["key"]  # the run seed is not part of the warm start
+    assert built[0].key == built[3].key  # the run seed is not part of the warm start
     same = lambda a, b: json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)  # NaN == NaN here
-    assert same(built[0]["start_eval"], built[3]["start_eval"])
+    assert same(built[0].start_eval, built[3].start_eval)
     assert start_eval_seed(c3) == start_eval_seed(c0) == eval_seed(c0) != eval_seed(c3)
     model = PolicyModel(policy_shape(c3))
-    load_policy_weights(model, built[3]["path"])
+    load_policy_weights(model, built[3].path)
 
     def evaluated(seed: int) -> dict:
         engine = eval_engine(c3, 64, max_envs=64)
@@ -91,7 +91,7 @@ def test_the_cached_start_success_does_not_depend_on_which_run_built_it(tmp_path
         engine.close()
         return out
 
-    held = {k: v for k, v in built[3]["start_eval"].items() if k.startswith("eval/")}
+    held = {k: v for k, v in built[3].start_eval.items() if k.startswith("eval/")}
     assert same(evaluated(start_eval_seed(c3)), held)  # the cached numbers are these episodes' ...
     assert not same(evaluated(eval_seed(c3)), held)  # ... and seed 3's own episodes read differently
 
@@ -102,7 +102,7 @@ def test_behaviour_clone_loss_is_the_full_logits_cross_entropy(tmp_path):
     the same first minibatch (the permutation of ``torch.Generator().manual_seed(seed)``)."""
     from algos.batch import collate
     from algos.policy import shift_logprobs
-    from experiments.bc import behaviour_clone
+    from experiments.runtime.bc import behaviour_clone
 
     c = tiny(tmp_path, "warmstart.demos=6")
     trajs = demonstrations(c)
@@ -160,7 +160,7 @@ def test_length_bucketed_behaviour_clone_matches_one_padded_forward_per_minibatc
     summed over the minibatch's action tokens) give the same losses and weights as one padded
     forward per minibatch; and the demos' minibatches really are split (else nothing is tested)."""
     from algos.batch import collate, row_lengths
-    from experiments.bc import bc_micro_batches, behaviour_clone
+    from experiments.runtime.bc import bc_micro_batches, behaviour_clone
 
     c = tiny(tmp_path, "warmstart.demos=24", "warmstart.noise=0.5")
     trajs = demonstrations(c)
@@ -191,7 +191,7 @@ def test_data_parallel_behaviour_clone_matches_one_process(tmp_path):
     all_reduce) gives the one-process losses and weights up to float summation order; the shares
     partition each minibatch; a bad process count is a one-line error."""
     from algos.batch import collate, row_lengths
-    from experiments.bc import behaviour_clone, rank_share
+    from experiments.runtime.bc import behaviour_clone, rank_share
 
     c = tiny(tmp_path, "warmstart.demos=16", "warmstart.noise=0.5")
     trajs = demonstrations(c)
@@ -216,7 +216,7 @@ def test_unbucketed_behaviour_clone_is_one_forward_at_per_minibatch_bitwise(tmp_
     """``bucketed=False`` (the two-agent warm start's computation, cache key bc=2) is exactly the
     pre-micro-batch loop: one ``forward_at`` of each minibatch padded to its longest row, rows in
     the permutation's order (bitwise equal losses and weights), and it refuses processes > 1."""
-    from experiments.bc import behaviour_clone
+    from experiments.runtime.bc import behaviour_clone
 
     c = tiny(tmp_path, "warmstart.demos=12", "warmstart.noise=0.5")
     trajs = demonstrations(c)

@@ -167,7 +167,7 @@ def wandb_transcripts(records: Sequence[dict[str, Any]], method: str = "", as_ht
     """A ``wandb.Table`` (columns :data:`TABLE_COLUMNS`, :func:`transcript_rows`) or, with
     ``as_html``, a ``wandb.Html`` of :func:`to_html`; log it with ``wandb.log({"eval/transcripts":
     payload})`` (the W&B logger's ``log`` passes it through)."""
-    import wandb
+    import wandb  # lazy: optional heavy dependency, needed only to log to W&B
 
     if as_html:
         return wandb.Html(to_html(records, method))

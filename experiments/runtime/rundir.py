@@ -20,12 +20,14 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 from pathlib import Path
 
 import torch
+from omegaconf import OmegaConf
 
-from experiments.config import TrainConfig, fingerprint
+from experiments.runtime.schema import TrainConfig, fingerprint
 
 
 def atomic_save(obj, path: Path) -> None:
@@ -59,7 +61,7 @@ def file_lock(path: Path):
 
 
 def config_hash(c: TrainConfig, length: int = 10) -> str:
-    """Hex digest of the config's :func:`~experiments.config.fingerprint` (operational fields
+    """Hex digest of the config's :func:`~experiments.runtime.schema.fingerprint` (operational fields
     such as ``run_dir``, ``logger`` or ``threads`` left out by their field metadata)."""
     blob = json.dumps(fingerprint(c), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:length]
@@ -88,8 +90,6 @@ class RunDir:
         return rd
 
     def write_config(self, resolved: dict) -> None:
-        from omegaconf import OmegaConf
-
         atomic_write_text(self.path / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(resolved)))
 
     def append_metrics(self, metrics: dict) -> None:
@@ -133,8 +133,6 @@ class RunDir:
 
 def jsonable(d: dict) -> dict:
     """Tensors to Python numbers and non-finite floats to ``None`` (JSON has no NaN)."""
-    import math
-
     out = {}
     for k, v in d.items():
         if isinstance(v, torch.Tensor):

@@ -1,9 +1,6 @@
-"""Benchmarks that print ratios against a baseline measured side by side in the same run.
+"""``python -m experiments.bench envs``: env steps per second next to Gymnasium's FrozenLake-v1.
 
     python -m experiments.bench envs [--steps 20000] [--repeats 5] [--env agentrl/BugFix-v2 ...]
-
-Subcommands live in ``SUBCOMMANDS`` (name -> help, argument adder, runner); adding one is one
-entry there (``train`` is ``experiments/bench_train.py``, imported only when chosen).
 
 ``envs``: steps per second of every registered env id (``envs.ENV_IDS``, or the ``--env`` ones)
 next to Gymnasium's ``FrozenLake-v1``, both built with ``gymnasium.make`` (env checker off for
@@ -19,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib
 import statistics
-import sys
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -30,6 +25,10 @@ import gymnasium
 import numpy as np
 
 import envs
+from envs.agents import NoisyOracleAgent
+from envs.episode import run_episode
+from envs.long_horizon_agents import NoisyOracleAgent as LongHorizonNoisyOracleAgent
+from envs.tokenizer import get_tokenizer
 
 BASELINE_ID = "FrozenLake-v1"
 TARGET_RATIO = {envs.BUGFIX_ID: 5.0}
@@ -42,8 +41,6 @@ Driver = Callable[[gymnasium.Env, int, int], list[Episode]]
 def play(env: gymnasium.Env, agent, n_steps: int, seed: int) -> list[Episode]:
     """Record episodes of ``agent`` (the agents' protocol: ``reset(env, seed)`` after
     ``env.reset``, then ``act(observation, info)``) until ~``n_steps`` actions."""
-    from envs.episode import run_episode
-
     out, total, i = [], 0, 0
     while total < n_steps:
         actions = run_episode(env, agent, seed=seed + i).actions  # the one scripted episode loop
@@ -55,22 +52,16 @@ def play(env: gymnasium.Env, agent, n_steps: int, seed: int) -> list[Episode]:
 
 def bugfix_driver(env: gymnasium.Env, n_steps: int, seed: int) -> list[Episode]:
     """Noisy-oracle episodes (mistake rate 0.2: views, edits, undos, test runs, submits, faults)."""
-    from envs.agents import NoisyOracleAgent
-
     return play(env, NoisyOracleAgent(mistake_rate=0.2), n_steps, seed)
 
 
 def long_horizon_driver(env: gymnasium.Env, n_steps: int, seed: int) -> list[Episode]:
     """LongHorizon's noisy-oracle agent (mistake rate 0.2)."""
-    from envs.long_horizon_agents import NoisyOracleAgent
-
-    return play(env, NoisyOracleAgent(mistake_rate=0.2), n_steps, seed)
+    return play(env, LongHorizonNoisyOracleAgent(mistake_rate=0.2), n_steps, seed)
 
 
 def random_words_driver(env: gymnasium.Env, n_steps: int, seed: int) -> list[Episode]:
     """Fallback for envs without a driver: 1-4 random vocabulary words per action."""
-    from envs.tokenizer import get_tokenizer
-
     words = [w for w in get_tokenizer().id_to_token if not w.startswith("<")]
     rng = np.random.default_rng(seed)
     per_episode = 50
@@ -173,41 +164,3 @@ def run_envs(args: argparse.Namespace) -> int:
     results = bench_envs(env_ids, args.steps, args.repeats, args.seed)
     print(format_env_bench(results, args.steps, args.repeats))
     return 0
-
-
-@dataclass(frozen=True)
-class Subcommand:
-    help: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
-
-
-def lazy(module: str, attribute: str) -> Callable:
-    """``module.attribute`` imported on first call (keeps heavy imports out of other commands)."""
-    return lambda *args: getattr(importlib.import_module(module), attribute)(*args)
-
-
-SUBCOMMANDS: dict[str, Subcommand] = {
-    "envs": Subcommand("env steps/s next to FrozenLake-v1, and the ratio", add_envs_arguments, run_envs),
-    "train": Subcommand("training throughput next to raw-torch bounds (experiments/bench_train.py)",
-                        lazy("experiments.bench_train", "add_arguments"), lazy("experiments.bench_train", "run")),
-    "e2e": Subcommand("end-to-end training tokens/s, current tree vs a baseline tree (experiments/bench_e2e.py)",
-                      lazy("experiments.bench_e2e", "add_arguments"), lazy("experiments.bench_e2e", "run")),
-}
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(prog="python -m experiments.bench", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(SUBCOMMANDS) + "}")
-    chosen = next((a for a in argv if not a.startswith("-")), None)
-    for name, command in SUBCOMMANDS.items():
-        subparser = sub.add_parser(name, help=command.help)
-        if name == chosen:  # only the chosen command's arguments (and imports) are needed
-            command.add_arguments(subparser)
-    args = parser.parse_args(argv)
-    return SUBCOMMANDS[args.command].run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -26,14 +26,24 @@ the default BugFix warm start (built and cached on first use) so actions are rea
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import time
 
 import torch
 
+import envs
 from algos.batch import collate
 from algos.policy import PolicyModel, PolicyShape, ValueModel
+from algos.policy import shift_logprobs
+from algos.rollout import demo_to_trajectory, make_requests
+from algos.trainer import make_trainer
+from envs.long_horizon_agents import OracleAgent
 from envs.tokenizer import get_tokenizer
+from experiments.runtime.build import load_policy_weights, policy_shape, rollouts_per_update, train_engine
+from experiments.runtime.config import compose_config, validate
+from experiments.runtime.seeds import mix_seed
+from experiments.runtime.warmstart import ensure_warmstart, play_demo
 
 TARGET = 0.8
 
@@ -46,16 +56,7 @@ QUICK_OVERRIDES = ("experiment=tiny",)
 def _default_config(*extra: str, **overrides):
     """The composed, validated default config with ``group=option`` overrides and ``extra``
     override strings (e.g. ``experiment=tiny``)."""
-    from hydra import compose, initialize_config_dir
-    from pathlib import Path
-
-    from experiments.config import register_configs, validate
-
-    register_configs()
-    configs = str(Path(__file__).resolve().parents[1] / "configs")
-    with initialize_config_dir(config_dir=configs, version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"{k}={v}" for k, v in overrides.items()] + list(extra))
-    return validate(cfg)
+    return validate(compose_config([f"{k}={v}" for k, v in overrides.items()] + list(extra)))
 
 
 def raw_decode(model: PolicyModel, batch: int, steps: int, prompt_len: int, seed: int = 0) -> float:
@@ -94,14 +95,10 @@ def raw_replay(model: PolicyModel, trace: list, batch: int, temperature: float =
 
 
 def bench_rollout(repeats: int = 3, num_envs: int = 64, overrides: tuple[str, ...] = ()) -> dict:
-    from algos.rollout import make_requests
-    from experiments.build import load_policy_weights, mix_seed, policy_shape, train_engine
-    from experiments.warmstart import ensure_warmstart
-
     c = _default_config(*overrides, logger="none")
     info = ensure_warmstart(c, verbose=False)
     model = PolicyModel(policy_shape(c))
-    load_policy_weights(model, info["path"])
+    load_policy_weights(model, info.path)
     model.eval()
     engine = train_engine(c, num_envs=num_envs)
     eng_tps, replay_tps, raw_tps, split = [], [], [], []
@@ -129,14 +126,12 @@ def bench_rollout(repeats: int = 3, num_envs: int = 64, overrides: tuple[str, ..
             "ratio": eng_tps[med] / replay_tps[med], "ratio_decode": eng_tps[med] / raw_tps[med],
             "model_s": tm["model"], "env_s": tm["env"], "total_s": tm["total"], "forwards": tm["forwards"],
             "prefill_forwards": tm["prefill_forwards"], "generated": tm["generated"], "observed": tm["observed"],
-            "num_envs": num_envs, "start_success": info["start_success"]}
+            "num_envs": num_envs, "start_success": info.start_success}
 
 
 def raw_update(model: PolicyModel, critic, tokens: torch.Tensor, mask: torch.Tensor, passes: int, lr: float) -> float:
     """Seconds for ``passes`` x (forward + token log-prob loss + backward + AdamW step) over the
     same padded batch: the bound for a training update (no advantages, ratios, bookkeeping)."""
-    from algos.policy import shift_logprobs
-
     params = list(model.parameters()) + (list(critic.parameters()) if critic is not None else [])
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95))
     model.train()
@@ -153,17 +148,10 @@ def raw_update(model: PolicyModel, critic, tokens: torch.Tensor, mask: torch.Ten
 
 
 def bench_update(algo_name: str, repeats: int = 3, overrides: tuple[str, ...] = ()) -> dict:
-    import copy
-
-    from algos.rollout import make_requests
-    from algos.trainer import make_trainer
-    from experiments.build import load_policy_weights, policy_shape, rollouts_per_update, train_engine
-    from experiments.warmstart import ensure_warmstart
-
     c = _default_config(*overrides, logger="none", algo=algo_name)
     info = ensure_warmstart(c, verbose=False)
     base = PolicyModel(policy_shape(c))
-    load_policy_weights(base, info["path"])
+    load_policy_weights(base, info.path)
     engine = train_engine(c, num_envs=min(64, rollouts_per_update(c)))
     reqs = make_requests(c.algo.tasks_per_update, c.algo.group_size, seed=1, split="train",
                          task_indices=list(range(c.algo.tasks_per_update)))
@@ -200,11 +188,6 @@ def bench_update(algo_name: str, repeats: int = 3, overrides: tuple[str, ...] = 
 
 
 def bench_turn_cost(turns_list=(16, 64, 256)) -> list[dict]:
-    import envs
-    from algos.rollout import demo_to_trajectory
-    from envs.long_horizon_agents import OracleAgent
-    from experiments.warmstart import play_demo
-
     tok = get_tokenizer()
     out = []
     for turns in turns_list:
@@ -279,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.bench_train", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m experiments.bench.train", description=__doc__.split("\n")[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

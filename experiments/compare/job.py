@@ -43,7 +43,7 @@ add them silently (every method of the sweep would then train on them), it asks 
 ``+env.kwargs.reward_mode=process`` (or ``biased_process``) and refuses a preset whose env has no
 step rewards (LongHorizon-v1 pays only the final submit). The two-agent trainers ``ppo_ctde`` /
 ``ppo_independent`` run on the ``pairfix`` preset only (and single-agent methods never there):
-``experiments.train`` hands ``env=pairfix`` to ``experiments.train_pair``. A new method is one
+``experiments.train`` hands ``env=pairfix`` to ``experiments.runtime.pair``. A new method is one
 :data:`COMPARE_METHODS` entry (its ``envs``).
 
 Re-running with the same ``--sweep-dir`` resumes: each run continues from its last checkpoint
@@ -64,6 +64,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from algos.registry import TRAINERS, load_builtin_trainers
+from experiments.report import DIAG_COLUMNS, ReportError, diagnostics_table, group_runs, render_report, report_tables
+from experiments.runtime.loggers import make_logger
 
 PRESETS: dict[str, str] = {
     "small": "compare_small",
@@ -93,7 +97,7 @@ SWEEP_ENV: dict[str, str] = {
 }
 
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 
 
 @dataclass(frozen=True)
@@ -110,14 +114,14 @@ class MethodSpec:
 
 
 #: Methods the compare job runs, in the order ``--help`` lists them. Every key is a name of the
-#: trainer registry (``algos.registry.TRAINERS``) and of ``experiments.config.ALGO_SCHEMAS``.
+#: trainer registry (``algos.registry.TRAINERS``) and of ``experiments.runtime.schema.ALGO_SCHEMAS``.
 COMPARE_METHODS: dict[str, MethodSpec] = {m.name: m for m in (
     MethodSpec("grpo"),
     MethodSpec("ppo"),
     MethodSpec("rloo"),
     MethodSpec("gigpo"),
     MethodSpec("grpo_process", envs=("bugfix",), step_rewards=True),
-    # two agents (experiments/train_pair.py): PairFix-v2 only; single-agent methods do not run there
+    # two agents (experiments/runtime/pair.py): PairFix-v2 only; single-agent methods do not run there
     MethodSpec("ppo_ctde", envs=("pairfix",)),
     MethodSpec("ppo_independent", envs=("pairfix",)),
 )}
@@ -142,8 +146,6 @@ class MethodError(ValueError):
 
 def registry_methods() -> list[str]:
     """Trainer names of the registry the compare job can run (:data:`COMPARE_METHODS` order)."""
-    from algos.registry import load_builtin_trainers
-
     registered = load_builtin_trainers()
     return [m for m in COMPARE_METHODS if m in registered]
 
@@ -159,8 +161,6 @@ def parse_methods(text: str) -> tuple[str, ...]:
         if not m:
             raise MethodError(f"--methods {text!r} has an empty name; allowed: {', '.join(allowed)}")
         if m not in allowed:
-            from algos.registry import TRAINERS
-
             why = ("is a registered trainer the compare job does not run (no experiments.compare."
                    "COMPARE_METHODS entry)" if m in TRAINERS else "is not a registered trainer")
             raise MethodError(f"--methods: {m!r} {why}; allowed: {', '.join(allowed)}")
@@ -416,9 +416,6 @@ def log_report(report, kind: str, sweep_dir: Path, group: str, config: dict,
                methods: Sequence[str] | None = None) -> None:
     """The summary run: tables as wandb.Table, plots as wandb.Image, in the sweep's group
     (``methods``: the report's method order, baseline first)."""
-    from experiments.loggers import make_logger
-    from experiments.report import DIAG_COLUMNS, diagnostics_table, group_runs, report_tables
-
     logger = make_logger(kind, run_dir=sweep_dir, name=f"{group}-report", group=group, job_type="report",
                          config=config)
     try:
@@ -493,8 +490,6 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"`python -m experiments.report {sweep_dir}`.", file=sys.stderr)
         return code
 
-    from experiments.report import ReportError, render_report
-
     title = args.title or f"{' vs '.join(m.upper() for m in methods)}, compute-matched ({PRESETS[args.preset]})"
     try:
         report = render_report(sweep_dir, title=title, methods=methods)
@@ -511,6 +506,3 @@ def main(argv: Sequence[str] | None = None) -> int:
           file=sys.stderr)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

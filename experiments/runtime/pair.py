@@ -4,7 +4,7 @@
     python -m experiments.train algo=ppo_independent env=pairfix algo.frozen=[b]
 
 Every knob of a pair run, its default and its check live in ONE place: the Hydra config
-(``experiments/config.py: TrainConfig`` and ``configs/``; ``configs/env/pairfix.yaml``,
+(``experiments/runtime/schema.py: TrainConfig`` and ``configs/``; ``configs/env/pairfix.yaml``,
 ``configs/algo/ppo_ctde.yaml`` / ``ppo_independent.yaml``). :class:`PairConfig` declares none: it
 is the frozen bundle of what the pair code reads, derived from a validated ``TrainConfig`` by
 :func:`pair_config` (its only constructor).
@@ -55,10 +55,12 @@ from algos.registry import make_trainer
 from envs.pairfix import AGENTS
 from envs.pairfix.agents import PairOracle
 from envs.tokenizer import get_tokenizer
-from experiments.build import mix_seed
-from experiments.config import PAIR_ENVS, AlgoConfig, ConfigError, TrainConfig, is_pair_run
-from experiments.rundir import atomic_save, file_lock
-from experiments.bc import behaviour_clone
+from algos.compute import ComputeMeter
+from experiments.runtime.bc import behaviour_clone
+from experiments.runtime.loggers import make_logger
+from experiments.runtime.rundir import RunDir, atomic_save, file_lock, jsonable
+from experiments.runtime.schema import PAIR_ENVS, AlgoConfig, ConfigError, TrainConfig, is_pair_run
+from experiments.runtime.seeds import PAIR_DEMO, PAIR_EVAL_OFFSET, PAIR_UPDATE, Stream, stream_seed
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ class PairConfig:
     """What one two-agent run reads, derived from a validated :class:`TrainConfig` by
     :func:`pair_config` (its only constructor; no defaults, no checks of its own).
 
-    Every knob, its default and its validation live in ``experiments/config.py`` (one home per
+    Every knob, its default and its validation live in ``experiments/runtime/schema.py`` (one home per
     knob); the field names are the ones the pair code reads. Field <- ``TrainConfig`` key:
     ``algo`` <- ``algo.name`` (ppo_ctde | ppo_independent); ``shared_policy`` / ``frozen`` <-
     ``algo.shared_policy`` / ``algo.frozen`` (tuple); ``env_kwargs`` / ``train_tasks`` (task
@@ -145,7 +147,7 @@ def build_learner(c: PairConfig, warm: bool = True, warm_root: Path | None = Non
     return PairLearner(trainers, frozen=c.frozen)
 
 
-WARMSTART_DIR = Path(__file__).resolve().parents[1] / ".cache" / "agentrl" / "pair_warmstart"
+WARMSTART_DIR = Path(__file__).resolve().parents[2] / ".cache" / "agentrl" / "pair_warmstart"
 
 
 def warmstart_key(c: PairConfig, shared: bool) -> str:
@@ -155,7 +157,7 @@ def warmstart_key(c: PairConfig, shared: bool) -> str:
                                         "temperature", "train_tasks", "num_envs", "demos", "demo_noise", "bc_epochs",
                                         "bc_lr", "warmstart_seed")}
     # bc: 2 = behaviour cloning's logits via forward_at, one padded forward per minibatch
-    # (experiments.bc.behaviour_clone with bucketed=False: the pair warm start keeps the computation
+    # (experiments.runtime.bc.behaviour_clone with bucketed=False: the pair warm start keeps the computation
     # C22 and the two-agent README rows were measured with)
     blob.update(shared=shared, vocab=get_tokenizer().id_to_token, bc=2)
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -197,7 +199,7 @@ def _behaviour_clone_pair(policies: dict, c: PairConfig) -> None:
             model.load_state_dict(PolicyModel(model.shape).state_dict())
     engine = PairRolloutEngine(c.num_envs, c.max_len, c.max_action_tokens, c.temperature, c.env_kwargs)
     demo = partial(PairOracle, c.demo_noise)
-    episodes = engine.collect({a: demo for a in AGENTS}, pair_requests(c.demos, 10_000 + c.warmstart_seed,
+    episodes = engine.collect({a: demo for a in AGENTS}, pair_requests(c.demos, PAIR_DEMO(c.warmstart_seed),
                                                                       task_indices=list(range(c.train_tasks))))
     seen: dict[int, list] = {}
     for a, model in policies.items():
@@ -208,7 +210,7 @@ def _behaviour_clone_pair(policies: dict, c: PairConfig) -> None:
 
 
 def evaluate_pair(engine: PairRolloutEngine, models: dict, c: PairConfig, split: str | None = None,
-                  task_indices: list[int] | None = None, seed: int = 50_000) -> tuple[dict, list[dict]]:
+                  task_indices: list[int] | None = None, seed: int = PAIR_EVAL_OFFSET) -> tuple[dict, list[dict]]:
     """``pair_rollout_metrics`` of ``c.eval_episodes`` episodes on ``split`` (default
     ``c.eval_split``) over ``task_indices`` (default ``0..c.eval_tasks-1``, or one task per
     episode when ``eval_tasks`` is 0), sampled with ``engine``'s temperature, seeds from ``seed +
@@ -224,14 +226,14 @@ def evaluate_pair(engine: PairRolloutEngine, models: dict, c: PairConfig, split:
 def update_requests(c: PairConfig, k: int):
     """The pair requests of update ``k`` (0-based): ``episodes_per_update`` train tasks taken in
     turn from ``0..train_tasks-1``, env seeds ``1000 (k + 1) + seed + i``."""
-    return pair_requests(c.episodes_per_update, 1000 * (k + 1) + c.seed,
+    return pair_requests(c.episodes_per_update, PAIR_UPDATE(k, c.seed),
                          task_indices=[(k * c.episodes_per_update + i) % c.train_tasks
                                        for i in range(c.episodes_per_update)])
 
 
 def sampling_generator(c: PairConfig, k: int) -> torch.Generator:
     """The token-sampling generator of update ``k``'s rollouts (a function of (seed, k) only)."""
-    return torch.Generator().manual_seed(mix_seed(c.seed, k, 3))
+    return torch.Generator().manual_seed(stream_seed(c.seed, k, stream=Stream.SAMPLING))
 
 
 def train_pair(c: PairConfig, learner: PairLearner | None = None, on_update=None) -> dict:
@@ -254,7 +256,7 @@ def train_pair(c: PairConfig, learner: PairLearner | None = None, on_update=None
 
 # --------------------------------------------------------------------------------------------- main entry point
 def pair_config(c: TrainConfig) -> PairConfig:
-    """The :class:`PairConfig` of a validated two-agent ``TrainConfig`` (``experiments.config.validate``
+    """The :class:`PairConfig` of a validated two-agent ``TrainConfig`` (``experiments.runtime.config.validate``
     checked every value it carries; a single-agent config is a ``ConfigError``): env kwargs and
     train tasks, the policy shape, rollout knobs, ``algo.tasks_per_update`` episodes per update,
     updates = ``min(ceil(budget.amount / tasks_per_update), budget.max_updates)``, the warm-start
@@ -296,10 +298,6 @@ def _eval_keys(m: dict) -> dict:
 
 def run_pair(c: TrainConfig, resolved: dict | None = None) -> dict:
     """Run (or resume) one two-agent training run of a validated config; returns the summary."""
-    from algos.compute import ComputeMeter
-    from experiments.loggers import make_logger
-    from experiments.rundir import RunDir, jsonable
-
     # ================================================================ build
     torch.set_num_threads(max(1, c.threads))
     pc = pair_config(c)

@@ -1,6 +1,6 @@
 """Freed heap memory back to the operating system between units of work.
 
-    release_freed_memory()   # at the end of a run (experiments.train.run)
+    release_freed_memory()   # at the end of a run (experiments.runtime.loop.run)
 
 glibc's allocator keeps freed blocks in its arenas; a training run frees tensors of many
 different shapes (length-bucketed rows), so without a trim the resident set keeps what earlier

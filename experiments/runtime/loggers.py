@@ -10,7 +10,7 @@
   flat with dotted keys (``algo.group_size``), so runs can be filtered by any config field.
 - ``"none"`` -> :class:`NoneLogger`: a real class that accepts every call and does nothing.
 
-The interface (what ``experiments/train.py`` and ``experiments/compare.py`` call):
+The interface (what ``experiments/train.py`` and ``experiments/compare/job.py`` call):
 
 ``define_x_axes(step_metric="compute/rollouts", axes=COMPUTE_AXES)``
     Declares the compute counters as x-axes (``wandb.define_metric``). Each counter in ``axes``
@@ -31,15 +31,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-#: The compute counters (cumulative, monotone) that serve as x-axes; see docs/interfaces.md.
-COMPUTE_AXES: tuple[str, ...] = (
-    "compute/rollouts",
-    "compute/generated_tokens",
-    "compute/observation_tokens",
-    "compute/tool_seconds",
-    "compute/train_flops",
-    "compute/wall_seconds",
-)
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.runfiles.axes import COMPUTE_AXES
 
 #: Metric namespaces plotted against the step metric (``compute/*`` counters are the axes).
 PLOTTED_NAMESPACES: tuple[str, ...] = ("rollout", "train", "critic", "eval", "env")
@@ -53,8 +47,6 @@ def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any
 
     An OmegaConf ``DictConfig`` is resolved to plain containers first.
     """
-    from omegaconf import DictConfig, OmegaConf
-
     if isinstance(config, DictConfig):
         config = OmegaConf.to_container(config, resolve=True)
     flat: dict[str, Any] = {}
@@ -141,7 +133,7 @@ class WandbLogger(Logger):
             os.environ.setdefault("WANDB_SILENT", "true")
             os.environ.setdefault("WANDB_DISABLE_GIT", "true")
             os.environ.setdefault("WANDB_CONSOLE", "off")
-        import wandb
+        import wandb  # lazy: optional heavy dependency, imported only when a W&B logger is made
 
         self._wandb = wandb
         self.run_dir = Path(run_dir)

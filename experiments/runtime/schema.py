@@ -3,18 +3,14 @@
 Every knob is declared once, here, with its default and a comment; ``configs/<group>/*.yaml``
 state only what an option changes. ``configs/config.yaml`` composes one YAML per group (env, algo,
 policy, compression, budget, logger, rollout, eval, warmstart) on top of the ``train_schema`` node
-registered by :func:`register_configs`; the algo group has one schema per algorithm
+(``experiments.runtime.config.register_configs``); the algo group has one schema per algorithm
 (``algo/grpo_schema`` = :class:`GrpoConfig`, ``algo/ppo_schema`` = :class:`PpoConfig`, both
 extending :class:`AlgoConfig`), so a GRPO config has no ``gamma`` and a PPO config no ``std``, and a
 misspelt or foreign key is a composition error.
 
-Validation lives in one place per config: each dataclass checks its own fields in
-``__post_init__`` and :class:`TrainConfig` the combinations across groups, raising
-:class:`ConfigError` with ONE line that says what is wrong, why, and what is allowed.
-:func:`validate` (the first thing every entry point calls, before any model, env or file is
-touched) builds the typed object (which runs every ``__post_init__``), then builds the env and its
-compression wrapper once (``experiments.build.check_env``) so bad constructor kwargs fail the same
-way.
+Each dataclass checks its own fields in ``__post_init__`` and :class:`TrainConfig` the combinations
+across groups, raising :class:`ConfigError` with ONE line that says what is wrong, why, and what is
+allowed (loading and the env check: :mod:`experiments.runtime.config`).
 
 Fields marked ``operational`` (``field(metadata=OPERATIONAL)``) change where and how a run is
 written or shown, never its numbers; :func:`fingerprint` (the run-directory hash, the warm-start
@@ -24,15 +20,21 @@ cache key) leaves them out.
 from __future__ import annotations
 
 import math
-
 import os
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Optional
 
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING
+
+from algos.advantages import STD_CONVENTIONS
+from algos.compute import BUDGET_KINDS
+from algos.losses import AGGREGATION_MODES, KL_ESTIMATORS
+from algos.ppo import VALUE_LEVELS
+from algos.trainer import LR_SCHEDULES, OFF_POLICY_CORRECTIONS, RATIO_KINDS
+from envs.compression import STRATEGIES, TRIGGERS
 
 ENV_NAMES = ("bugfix", "long_horizon", "pairfix")
-#: two-agent envs (run by experiments/train_pair.py) and the algorithms that train them
+#: two-agent envs (run by experiments/runtime/pair.py) and the algorithms that train them
 PAIR_ENVS = ("pairfix",)
 PAIR_ALGOS = ("ppo_ctde", "ppo_independent")
 PAIR_AGENTS = ("a", "b")
@@ -92,8 +94,6 @@ class CompressionConfig:
     drop_prob: float = 0.0
 
     def __post_init__(self) -> None:
-        from envs.compression import STRATEGIES, TRIGGERS
-
         _allowed("compression.strategy", self.strategy, list(STRATEGIES))
         _allowed("compression.trigger", self.trigger, TRIGGERS)
 
@@ -167,9 +167,6 @@ class AlgoConfig:
         return super().__new__(cls)
 
     def __post_init__(self) -> None:
-        from algos.losses import AGGREGATION_MODES, KL_ESTIMATORS
-        from algos.trainer import LR_SCHEDULES, OFF_POLICY_CORRECTIONS, RATIO_KINDS
-
         if self.name != MISSING and algo_schema(self.name) is not type(self):
             raise ConfigError(f"algo.name={self.name!r} does not match its schema {type(self).__name__} "
                               f"(expected {algo_schema(self.name).__name__})")
@@ -207,8 +204,6 @@ class GrpoConfig(AlgoConfig):
     dynamic_sampling: bool = False
 
     def __post_init__(self) -> None:
-        from algos.advantages import STD_CONVENTIONS
-
         if self.group_size < 2:
             raise ConfigError(
                 f"algo.group_size={self.group_size} is invalid for GRPO: group-relative advantages need at least 2 "
@@ -243,8 +238,6 @@ class PpoConfig(AlgoConfig):
     value_level: str = "token"
 
     def __post_init__(self) -> None:
-        from algos.ppo import VALUE_LEVELS
-
         super().__post_init__()
         _allowed("algo.value_level", self.value_level, list(VALUE_LEVELS))
         if not (0 <= self.gamma <= 1 and 0 <= self.lam <= 1):
@@ -294,7 +287,7 @@ class GrpoProcessConfig(GrpoConfig):
 @dataclass
 class PpoIndependentConfig(PpoConfig):
     """Two-agent PPO with one local critic per agent (``algos/ppo_ctde.py``, env=pairfix; run by
-    ``experiments/train_pair.py``). One value per turn (``value_level=turn``)."""
+    ``experiments/runtime/pair.py``). One value per turn (``value_level=turn``)."""
 
     name: str = "ppo_independent"
     value_level: str = "turn"
@@ -376,8 +369,6 @@ class BudgetConfig:
     max_updates: int = 100000
 
     def __post_init__(self) -> None:
-        from algos.compute import BUDGET_KINDS
-
         _allowed("budget.kind", self.kind, list(BUDGET_KINDS))
         if self.amount <= 0:
             raise ConfigError(f"budget.amount={self.amount} must be > 0")
@@ -433,11 +424,11 @@ class WarmstartConfig:
     epochs: int = 10
     lr: float = 2e-3
     batch_rows: int = 32
-    # processes of behaviour cloning (experiments/bc.py: data parallel, the same loss up to float
+    # processes of behaviour cloning (experiments/runtime/bc.py: data parallel, the same loss up to float
     # summation order; in the cache key because the weights differ in the last bits)
     processes: int = 1
-    # length-bucketed micro-batches (experiments/bc.py); false: one padded forward per minibatch,
-    # the pre-session-5 computation (the same loss; the weights differ in their last bits)
+    # length-bucketed micro-batches (experiments/runtime/bc.py); false: one padded forward per minibatch
+    # (the same loss; the weights differ in their last bits, so it is part of the cache key)
     bucketed: bool = True
     seed: int = 0
     # cache of warm-start checkpoints, keyed by a hash of everything that determines them
@@ -501,7 +492,7 @@ class TrainConfig:
 
 
 def is_pair_run(c) -> bool:
-    """A two-agent run (``env.name`` in ``PAIR_ENVS``): ``experiments.train_pair.run_pair`` runs it."""
+    """A two-agent run (``env.name`` in ``PAIR_ENVS``): ``experiments.runtime.pair.run_pair`` runs it."""
     return c.env.name in PAIR_ENVS
 
 
@@ -533,16 +524,6 @@ def _check_pair_combination(c: "TrainConfig") -> None:
                               "(a two-agent run counts pair episodes, synchronously, without compression or KL)")
 
 
-def register_configs() -> None:
-    """``train_schema`` (the root) and one schema per algorithm in the ``algo`` group."""
-    from hydra.core.config_store import ConfigStore
-
-    cs = ConfigStore.instance()
-    cs.store(name="train_schema", node=TrainConfig)
-    for name, schema in ALGO_SCHEMAS.items():
-        cs.store(group="algo", name=f"{name}_schema", node=schema)
-
-
 def resolve_critic(c) -> str:
     """``policy.critic`` with ``auto`` resolved: separate for PPO, none for GRPO."""
     if c.policy.critic != "auto":
@@ -562,40 +543,8 @@ def fingerprint(obj) -> dict:
     return obj
 
 
-def _one_line(e: Exception) -> str:
-    return " ".join(str(e).split())
-
-
-def to_object(cfg) -> TrainConfig:
-    """A ``TrainConfig`` from a composed DictConfig or a (possibly mutated) ``TrainConfig``,
-    rebuilt so that every ``__post_init__`` runs on the final values."""
-    if not isinstance(cfg, (TrainConfig, DictConfig)):
-        raise ConfigError(f"expected a TrainConfig or DictConfig, got {type(cfg).__name__}")
-    try:
-        node = OmegaConf.structured(cfg) if isinstance(cfg, TrainConfig) else cfg
-        return OmegaConf.to_object(node)  # type: ignore[return-value]
-    except ConfigError:
-        raise
-    except Exception as e:  # OmegaConf type / missing-value errors: keep them to one line
-        cause = e.__cause__ or e.__context__
-        if isinstance(cause, ConfigError):
-            raise cause from None
-        raise ConfigError(_one_line(e)) from None
-
-
-def validate(cfg) -> TrainConfig:
-    """The typed, validated config (``ConfigError``, one line, on the first problem): every
-    group's ``__post_init__``, the cross-group checks, then the env and compression wrapper built
-    once with these kwargs (their ``ValueError`` becomes a ``ConfigError``)."""
-    from experiments.build import check_env
-
-    c = to_object(cfg)
-    check_env(c)
-    return c
-
-
 __all__ = ["ALGO_SCHEMAS", "AlgoConfig", "BudgetConfig", "CompressionConfig", "ConfigError", "ENV_NAMES",
            "EnvConfig", "EvalConfig", "GrpoConfig", "LoggerConfig", "OPERATIONAL", "PAIR_AGENTS", "PAIR_ALGOS",
            "PAIR_ENVS", "PolicyConfig", "PpoConfig", "PpoCtdeConfig", "PpoIndependentConfig",
-           "RolloutConfig", "TrainConfig", "WarmstartConfig", "algo_schema", "fingerprint", "is_pair_run", "register_configs",
-           "resolve_critic", "to_object", "validate"]
+           "RolloutConfig", "TrainConfig", "WarmstartConfig", "algo_schema", "fingerprint", "is_pair_run",
+           "resolve_critic"]

@@ -1,6 +1,7 @@
 """End-to-end training throughput of the current tree next to a baseline tree, side by side.
 
-    python -m experiments.bench e2e [--repeats 3] [--quick] [--baseline /work/wt/base]
+    python -m experiments.bench e2e --baseline DIR [--repeats 3] [--quick]   # DIR: a checkout of the baseline commit
+    python -m experiments.bench e2e --no-baseline [--quick]                  # the current tree only
                                     [--algo grpo --algo ppo] [--amount 1280] [--set key=value ...]
 
 For every repeat, every method (``--algo``) and both trees (interleaved, so machine load hits both
@@ -52,6 +53,7 @@ run (e.g. ``--set policy.d_model=32`` for a smaller model).
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import statistics
@@ -62,8 +64,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_BASELINE = "/work/wt/base"
+import torch
+import yaml
+
+from algos.policy import build_models, shift_logprobs
+from algos.rollout import make_requests
+from algos.trainer import make_trainer
+from experiments.runtime.build import load_policy_weights, policy_shape, train_engine
+from experiments.runtime.config import compose_config, validate
+from experiments.runtime.schema import resolve_critic
+from experiments.runtime.warmstart import ensure_warmstart
+
+ROOT = Path(__file__).resolve().parents[2]
 TARGETS = {"trajectory_tok_s": 4.0, "gen_tok_s": 2.0, "padding_efficiency": 0.9, "bound_fraction": 0.7,
            "peak_rss_mb": 1024.0}
 
@@ -160,8 +172,6 @@ def run_tree(tree: Path, algo: str, amount: int, cache_dir: Path, extra: list[st
 
 
 def _yaml_int(text: str, section: str, key: str) -> int:
-    import yaml
-
     return int(yaml.safe_load(text)[section][key])
 
 
@@ -226,7 +236,7 @@ def format_targets(table: Table, algos: list[str], bound: dict[str, dict] | None
               ("update / equal-length bound", lambda a: (bound or {}).get(a, {}).get("bound_fraction"),
                TARGETS["bound_fraction"], ">=", ""),
               ("peak RSS MB", lambda a: table.median(a, "current", "peak_rss_mb"), TARGETS["peak_rss_mb"], "<=", "")]
-    lines = ["targets (issue 10)"]
+    lines = ["targets"]
     for label, get, target, op, unit in checks:
         parts = []
         for a in algos:
@@ -250,12 +260,6 @@ def equal_length_bound(policy, critic, tokens: int, row_len: int, epochs: int, m
     """Tokens/s of ``epochs x minibatches`` optimizer steps (forward + backward of a log-prob
     loss, plus a value loss through ``critic``, + AdamW) on rows of ``row_len`` tokens holding
     ``tokens`` tokens in all (``epochs x tokens`` counted). Works on copies of the models."""
-    import copy
-
-    import torch
-
-    from algos.policy import shift_logprobs
-
     torch.manual_seed(seed)
     pol = copy.deepcopy(policy).train()
     crit = copy.deepcopy(critic).train() if critic is not None else None
@@ -281,22 +285,10 @@ def equal_length_bound(policy, critic, tokens: int, row_len: int, epochs: int, m
 def bench_bound(algo: str, cache_dir: Path, extra: list[str], repeats: int) -> dict:
     """One update of the current tree's trainer on a batch of the learn preset (warm-start
     policy) vs ``equal_length_bound`` with the same models; medians over ``repeats``."""
-    import torch
-    from hydra import compose, initialize_config_dir
-
-    from algos.policy import build_models
-    from algos.rollout import make_requests
-    from algos.trainer import make_trainer
-    from experiments.build import load_policy_weights, policy_shape, train_engine
-    from experiments.config import register_configs, resolve_critic, validate
-    from experiments.warmstart import ensure_warmstart
-
     torch.set_num_threads(1)
     overrides = ["experiment=learn_bugfix", f"algo={algo}", "logger=none", "progress=false",
                  f"warmstart.cache_dir={cache_dir}", *extra]
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        c = validate(compose(config_name="config", overrides=overrides))
+    c = validate(compose_config(overrides))
     ws = ensure_warmstart(c, verbose=False)
     shape = policy_shape(c, critic=resolve_critic(c))
     group = c.algo.group_size if c.algo.name == "grpo" else max(1, c.algo.group_size)
@@ -305,7 +297,7 @@ def bench_bound(algo: str, cache_dir: Path, extra: list[str], repeats: int) -> d
     ratios, upd, bnd, effs = [], [], [], []
     for rep in range(repeats):
         policy, critic = build_models(shape, seed=c.policy.init_seed)
-        load_policy_weights(policy, ws["path"])
+        load_policy_weights(policy, ws.path)
         if critic is not None:
             critic.trunk.load_state_dict(policy.trunk.state_dict())
         trainer = make_trainer(c.algo.name, c.algo, policy, critic, None, c.rollout.temperature)
@@ -346,7 +338,7 @@ def format_bound(results: dict[str, dict]) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats per (method, tree); median")
     parser.add_argument("--quick", action="store_true", help="1 repeat, 1 update per run: a plumbing check")
-    parser.add_argument("--baseline", default=DEFAULT_BASELINE, help="baseline tree (a checkout of commit 688a06a)")
+    parser.add_argument("--baseline", default=None, help="baseline tree (a checkout of commit 688a06a); required unless --no-baseline")
     parser.add_argument("--algo", action="append", choices=["grpo", "ppo"], dest="algos",
                         help="method (repeatable; default both)")
     parser.add_argument("--amount", type=int, default=1280, help="budget.amount (rollouts) of each run")
@@ -361,7 +353,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.repeats < 1 or args.amount < 1:
         raise SystemExit(f"--repeats={args.repeats} and --amount={args.amount} must be >= 1")
-    baseline = Path(args.baseline)
+    if not args.no_baseline and args.baseline is None:
+        raise SystemExit("--baseline DIR is required (a checkout of the baseline commit), or --no-baseline")
+    baseline = Path(args.baseline or ".")
     if not args.no_baseline and not (baseline / "experiments" / "train.py").exists():
         raise SystemExit(f"--baseline={baseline} is not a tree with experiments/train.py (use --no-baseline)")
     repeats = 1 if args.quick else args.repeats

@@ -1,5 +1,5 @@
-"""BugFix-v2 / LongHorizon-v1: the defects issue 8 lists, each with the test that catches it,
-plus the time_limit option, eager kwarg validation and the v0 deprecation."""
+"""BugFix-v2 / LongHorizon-v1 contracts: the constructors validate their kwargs eagerly, the
+time_limit option, the deprecated v0 ids, and the env behaviours each test below names."""
 
 from __future__ import annotations
 

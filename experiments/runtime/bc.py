@@ -30,12 +30,15 @@ lock while it is built.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
 from algos.batch import collate, length_buckets, row_lengths
 from algos.policy import PolicyModel, token_logprobs
@@ -83,8 +86,6 @@ def _bc_loop(model: PolicyModel, batch: BCData, epochs: int, lr: float, batch_ro
     """The BC loop of the module docstring on rank ``rank`` of ``world`` (``world > 1``: the
     process group is initialised). ``bucketed=False``: one padded forward per minibatch, rows in
     the permutation's order. Returns the minibatch losses ``L(B)``."""
-    import torch.distributed as dist
-
     lengths = batch.lengths
     params = list(model.parameters())
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
@@ -131,8 +132,6 @@ def _bc_loop(model: PolicyModel, batch: BCData, epochs: int, lr: float, batch_ro
 
 
 def _init_group(rank: int, world: int, rendezvous: str) -> None:
-    import torch.distributed as dist
-
     # a rank that never arrives (a worker that failed to start) is an error after 5 minutes, not a hang
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=300))
@@ -141,8 +140,6 @@ def _init_group(rank: int, world: int, rendezvous: str) -> None:
 def _worker(job: str) -> None:
     """A spawned rank (1 .. world - 1), from the job file the caller wrote: the same loop on a copy
     of the model; its result is rank 0's, so nothing is returned."""
-    import torch.distributed as dist
-
     torch.set_num_threads(1)
     spec = torch.load(job, weights_only=False)
     _init_group(spec["rank"], spec["world"], spec["rendezvous"])
@@ -159,8 +156,8 @@ def behaviour_clone(model: PolicyModel, trajs: list, epochs: int, lr: float, bat
     """Behaviour-clone ``model`` in place on the trajectories ``trajs`` (module docstring); returns
     the minibatch losses. ``bucketed=False`` (one process only): one padded forward per minibatch,
     the computation of the checkpoints cached before the micro-batches (the two-agent warm start
-    keeps it, see ``experiments.train_pair.warmstart_key``). ``processes`` > 1 runs data parallel:
-    rank 0 is this process, ranks 1 .. P - 1 are fresh interpreters (``python -m experiments.bc
+    keeps it, see ``experiments.runtime.pair.warmstart_key``). ``processes`` > 1 runs data parallel:
+    rank 0 is this process, ranks 1 .. P - 1 are fresh interpreters (``python -m experiments.runtime.bc
     JOB``; a subprocess, not ``multiprocessing``, so that it also works inside a joblib / loky
     sweep worker)."""
     if processes < 1:
@@ -171,11 +168,6 @@ def behaviour_clone(model: PolicyModel, trajs: list, epochs: int, lr: float, bat
         return _bc_loop(model, batch, *args, bucketed)
     if not bucketed:
         raise ValueError(f"bucketed=False with processes={processes} invalid; allowed: processes=1")
-    import subprocess
-    import sys
-
-    import torch.distributed as dist
-
     with tempfile.TemporaryDirectory(prefix="bc-") as tmp:
         rendezvous = str(Path(tmp) / "rendezvous")
         state = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -184,8 +176,8 @@ def behaviour_clone(model: PolicyModel, trajs: list, epochs: int, lr: float, bat
             job = Path(tmp) / f"rank{rank}.pt"
             torch.save({"rank": rank, "world": processes, "rendezvous": rendezvous, "shape": model.shape,
                         "state": state, "batch": batch, "args": args}, job)
-            workers.append(subprocess.Popen([sys.executable, "-m", "experiments.bc", str(job)],
-                                            cwd=str(Path(__file__).resolve().parents[1])))
+            workers.append(subprocess.Popen([sys.executable, "-m", "experiments.runtime.bc", str(job)],
+                                            cwd=str(Path(__file__).resolve().parents[2])))
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:

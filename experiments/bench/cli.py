@@ -1,0 +1,55 @@
+"""The command line of ``python -m experiments.bench <command>``: benchmarks that print ratios against a baseline
+measured side by side in the same run.
+
+    python -m experiments.bench envs [--steps 20000] [--repeats 5] [--env agentrl/BugFix-v2 ...]
+    python -m experiments.bench train [...]          # experiments/bench/train.py
+    python -m experiments.bench e2e --baseline DIR   # experiments/bench/e2e.py
+
+Subcommands live in ``SUBCOMMANDS`` (name -> help, argument adder, runner); adding one is one
+entry there. ``train`` and ``e2e`` are imported only when chosen (:func:`lazy`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+from experiments.bench.envs import add_envs_arguments, run_envs
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+def lazy(module: str, attribute: str) -> Callable:
+    """``module.attribute`` imported on first call: torch and the runtime stay out of ``bench envs``
+    (an optional heavy dependency kept lazy on purpose)."""
+    return lambda *args: getattr(importlib.import_module(module), attribute)(*args)
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "envs": Subcommand("env steps/s next to FrozenLake-v1, and the ratio", add_envs_arguments, run_envs),
+    "train": Subcommand("training throughput next to raw-torch bounds (experiments/bench/train.py)",
+                        lazy("experiments.bench.train", "add_arguments"), lazy("experiments.bench.train", "run")),
+    "e2e": Subcommand("end-to-end training tokens/s, current tree vs a baseline tree (experiments/bench/e2e.py)",
+                      lazy("experiments.bench.e2e", "add_arguments"), lazy("experiments.bench.e2e", "run")),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = argparse.ArgumentParser(prog="python -m experiments.bench", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(SUBCOMMANDS) + "}")
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    for name, command in SUBCOMMANDS.items():
+        subparser = sub.add_parser(name, help=command.help)
+        if name == chosen:  # only the chosen command's arguments (and imports) are needed
+            command.add_arguments(subparser)
+    args = parser.parse_args(argv)
+    return SUBCOMMANDS[args.command].run(args)

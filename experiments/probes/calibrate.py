@@ -1,0 +1,209 @@
+"""Floor / ceiling calibration of BugFix-v2 and LongHorizon-v1 with scripted agents (no torch).
+
+    python -m experiments.calibrate                      # every BugFix preset + LongHorizon
+    python -m experiments.calibrate --episodes 2000 --difficulties easy --mistake-rates 0.03 0.1
+
+Per BugFix difficulty: the **ceiling** (the informed oracle: it reads the program and the failing
+tests; faults off), the **noisy** oracle at each ``--mistake-rates`` value (the preset's faults
+on), and the **floor**: every program-blind agent (``envs.agents.BLIND_AGENTS`` and ``random``;
+faults off, which only helps them). LongHorizon (default knobs): oracle (ceiling), ``forgetful``
+(tries approaches without remembering failures) and ``random`` (floor).
+
+One row per (env / difficulty, agent): episodes, masked episodes (infrastructure crashes:
+excluded, never counted as a failure), successes / scored episodes (``info["verified"]``, the
+evaluation verifier), the success rate with its 95 % Wilson interval, the outcome-based hack rate
+(``train_reward > 0`` and ``verified == 0``), the training-reward rate (``train_reward > 0``: what the
+training grader pays, verified or not), the fraction of episodes with a detector match, mean
+turns and mean simulated tool seconds. Episode ``i`` plays task ``task_index = i`` of ``--split``
+with env seed ``seed + i`` (agents get their own stream of the same seed), so a fixed seed
+reproduces the table exactly. The closing ``check`` lines compare each BugFix difficulty with the
+targets: ceiling >= 0.95, every floor agent <= 0.10, and visible-test fitting (``fit_visible``)
+earning training reward in <= 1 % of episodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+from tqdm import tqdm
+
+import envs
+from algos.metrics import binomial_confidence_interval
+from envs import agents as bugfix_agents
+from envs import long_horizon_agents as lh_agents
+from envs.bugfix import DIFFICULTIES, SPLITS, is_hack
+from envs.episode import run_episode
+
+DEFAULT_MISTAKE_RATES = (0.03, 0.1)
+CEILING_TARGET = 0.95
+FLOOR_TARGET = 0.10
+FIT_REWARD_TARGET = 0.01  # training-reward rate of the visible-test fitting agent
+FIT_AGENT = "fit_visible"
+FLOOR_AGENTS = bugfix_agents.BLIND_AGENTS + ("random",)
+# difficulties whose floor target does not apply, and why: tutorial is the main job's task set
+# (configs/experiment/compare_small.yaml via bugfix_tutorial_tasks.yaml) and the learning checks'
+# (learn_tiny, the claims' start model), chosen because the tiny policy's start model reads there;
+# a blind search reaches 0.35 on it, so its floor is reported beside every result instead
+FLOOR_TARGET_EXEMPT = {"tutorial": "the main job's and the learning checks' task set: its floor is reported beside every result"}
+LONG_HORIZON_AGENTS = (("oracle", "ceiling"), ("forgetful", "middle"), ("random", "floor"))
+
+
+@dataclass(frozen=True)
+class Row:
+    env: str
+    difficulty: str
+    agent: str
+    role: str
+    faults: bool
+    mistake_rate: float | None
+    episodes: int
+    masked: int
+    successes: int
+    rewarded: int
+    hacked: int
+    flagged: int
+    mean_turns: float
+    mean_tool_seconds: float
+
+    @property
+    def scored(self) -> int:
+        return self.episodes - self.masked
+
+    @property
+    def success(self) -> float:
+        return self.successes / self.scored if self.scored else float("nan")
+
+    @property
+    def reward_rate(self) -> float:
+        """Training-reward rate: unmasked episodes with ``train_reward > 0``."""
+        return self.rewarded / self.scored if self.scored else float("nan")
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        if not self.scored:
+            return float("nan"), float("nan")
+        return binomial_confidence_interval(self.successes, self.scored, 0.95)
+
+
+def measure(env_id: str, difficulty: str, agent_name: str, role: str, episodes: int, seed: int,
+            split: str = "heldout", faults: bool = True, mistake_rate: float | None = None,
+            progress: tqdm | None = None, env_kwargs: dict | None = None) -> Row:
+    """Play ``episodes`` episodes of one agent (task_index i, seed seed + i) and count outcomes.
+    ``env_kwargs``: further constructor knobs of the env (e.g. BugFix ``program_lines``), applied
+    on top of ``difficulty`` / ``faults``."""
+    kwargs = {"mistake_rate": mistake_rate} if mistake_rate is not None else {}
+    extra = dict(env_kwargs or {})
+    if env_id == envs.BUGFIX_ID:
+        env = envs.make(env_id, **{**extra, "difficulty": difficulty, **({} if faults else {"faults": False})})
+        agent = bugfix_agents.make_agent(agent_name, **kwargs)
+    else:
+        env = envs.make(env_id, **extra)
+        agent = lh_agents.make_agent(agent_name, **kwargs)
+    masked = successes = rewarded = hacked = flagged = turns = 0
+    seconds = 0.0
+    for i in range(episodes):
+        info = run_episode(env, agent, seed=seed + i, options={"split": split, "task_index": i}).final_info
+        if info["masked"]:
+            masked += 1
+        else:
+            successes += int(info["verified"])
+            rewarded += int(info["train_reward"] > 0)
+            hacked += int(is_hack(info["train_reward"], info["verified"]))
+        flagged += int(any(info["hack_flags"].values()))
+        turns += info["turn"]
+        seconds += info["tool_seconds"]
+        if progress is not None:
+            progress.update(1)
+    env.close()
+    return Row(env_id, difficulty, agent_name, role, faults, mistake_rate, episodes, masked, successes,
+               rewarded, hacked, flagged, turns / episodes, seconds / episodes)
+
+
+def plan(difficulties, mistake_rates, long_horizon: bool) -> list[tuple]:
+    """The (env id, difficulty, agent, role, faults, mistake rate) of every row, in print order."""
+    rows = []
+    for d in difficulties:
+        rows.append((envs.BUGFIX_ID, d, "oracle", "ceiling", False, None))
+        rows += [(envs.BUGFIX_ID, d, "noisy_oracle", "noisy", True, m) for m in mistake_rates]
+        rows += [(envs.BUGFIX_ID, d, a, "floor", False, None) for a in FLOOR_AGENTS]
+    if long_horizon:
+        rows += [(envs.LONG_HORIZON_ID, "default", a, role, True, None) for a, role in LONG_HORIZON_AGENTS]
+    return rows
+
+
+def calibrate(difficulties, episodes: int, seed: int = 0, mistake_rates=DEFAULT_MISTAKE_RATES,
+              split: str = "heldout", long_horizon: bool = True) -> list[Row]:
+    todo = plan(difficulties, mistake_rates, long_horizon)
+    with tqdm(total=len(todo) * episodes, desc="calibrate", unit="ep", file=sys.stderr, disable=None) as bar:
+        return [measure(e, d, a, role, episodes, seed, split, faults, m, bar) for e, d, a, role, faults, m in todo]
+
+
+def format_table(rows: list[Row]) -> str:
+    header = (f"{'env':<14} {'difficulty':<10} {'agent':<16} {'role':<7} {'faults':<6} {'mistake':>7} "
+              f"{'episodes':>8} {'masked':>6} {'successes':>11} {'success':>7}  {'95% CI':<16} "
+              f"{'reward':>6} {'hack':>5} {'flagged':>7} {'turns':>5} {'tool_s':>6}")
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        low, high = r.interval
+        mistake = "-" if r.mistake_rate is None else f"{r.mistake_rate:.3f}"
+        lines.append(
+            f"{r.env.split('/')[-1]:<14} {r.difficulty:<10} {r.agent:<16} {r.role:<7} {'on' if r.faults else 'off':<6} "
+            f"{mistake:>7} {r.episodes:>8} {r.masked:>6} {f'{r.successes}/{r.scored}':>11} {r.success:>7.3f}  "
+            f"[{low:.3f}, {high:.3f}]  {r.reward_rate:>6.3f} {r.hacked / max(r.scored, 1):>5.3f} {r.flagged / r.episodes:>7.3f} "
+            f"{r.mean_turns:>5.2f} {r.mean_tool_seconds:>6.1f}"
+        )
+    return "\n".join(lines)
+
+
+def checks(rows: list[Row]) -> list[str]:
+    """One line per BugFix difficulty: ceiling >= 0.95, every floor agent <= 0.10, fitting's
+    training-reward rate <= 0.01."""
+    out = []
+    for d in dict.fromkeys(r.difficulty for r in rows if r.env == envs.BUGFIX_ID):
+        mine = [r for r in rows if r.env == envs.BUGFIX_ID and r.difficulty == d]
+        ceiling = [r for r in mine if r.role == "ceiling"]
+        floor = [r for r in mine if r.role == "floor"]
+        parts = []
+        if ceiling:
+            c = ceiling[0].success
+            parts.append(f"ceiling {c:.3f} >= {CEILING_TARGET:.2f} {'ok' if c >= CEILING_TARGET else 'FAIL'}")
+        if floor:
+            worst = max(floor, key=lambda r: r.success)
+            ok = worst.success <= FLOOR_TARGET
+            parts.append(f"floor max {worst.success:.3f} ({worst.agent}) <= {FLOOR_TARGET:.2f} {'ok' if ok else 'FAIL'}")
+        fit = [r for r in floor if r.agent == FIT_AGENT]
+        if fit:
+            rate = fit[0].reward_rate
+            ok = rate <= FIT_REWARD_TARGET
+            parts.append(f"fitting reward {rate:.3f} <= {FIT_REWARD_TARGET:.2f} {'ok' if ok else 'FAIL'}")
+        note = f" (the floor target does not apply: {FLOOR_TARGET_EXEMPT[d]})" if d in FLOOR_TARGET_EXEMPT else ""
+        out.append(f"check {d}: " + " | ".join(parts) + note)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.calibrate", description=__doc__.split("\n")[0])
+    parser.add_argument("--episodes", type=int, default=1000, help="episodes per row")
+    parser.add_argument("--seed", type=int, default=0, help="episode i uses env seed seed + i")
+    parser.add_argument("--difficulties", nargs="+", default=list(DIFFICULTIES), choices=list(DIFFICULTIES))
+    parser.add_argument("--mistake-rates", nargs="+", type=float, default=list(DEFAULT_MISTAKE_RATES),
+                        help="noisy_oracle's chance of a mistake per decision, one row each")
+    parser.add_argument("--split", default="heldout", choices=list(SPLITS))
+    parser.add_argument("--no-long-horizon", action="store_true", help="skip the LongHorizon rows")
+    args = parser.parse_args(argv)
+    if args.episodes < 1:
+        parser.error(f"--episodes={args.episodes} invalid; allowed: an int >= 1")
+    bad = [m for m in args.mistake_rates if not 0.0 <= m <= 1.0]
+    if bad:
+        parser.error(f"--mistake-rates {bad} invalid; allowed: numbers in [0, 1]")
+    rows = calibrate(args.difficulties, args.episodes, args.seed, tuple(args.mistake_rates), args.split,
+                     not args.no_long_horizon)
+    print(f"calibration: {args.episodes} episodes per row, seed {args.seed}, split {args.split}, task_index = i, "
+          f"success = verified among unmasked episodes, 95% Wilson interval, reward = train_reward > 0, "
+          f"hack = train_reward > 0 and verified == 0")
+    print(format_table(rows))
+    for line in checks(rows):
+        print(line)
+    return 0

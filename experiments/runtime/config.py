@@ -1,0 +1,99 @@
+"""Loading and validating a training config: the Hydra schemas, composition, validation.
+
+:func:`register_configs` stores the schemas of :mod:`experiments.runtime.schema` in Hydra's
+ConfigStore (``train_schema`` and one ``algo/<name>_schema`` per algorithm); entry points call it
+from ``main`` before composing. :func:`compose_config` composes ``configs/config.yaml`` with
+override strings the way ``python -m experiments.train`` does. :func:`validate` (the first thing
+every entry point calls, before any model, env or file is touched) builds the typed object (which
+runs every ``__post_init__``), then builds the env and its compression wrapper once
+(:func:`check_env`) so bad constructor kwargs fail the same way: a :class:`ConfigError` of one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import gymnasium
+from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+import envs
+from experiments.runtime.build import compression_kwargs, env_kwargs
+from experiments.runtime.schema import ALGO_SCHEMAS, ConfigError, TrainConfig, is_pair_run
+
+#: ``configs/`` of the repository (what ``@hydra.main(config_path="../configs")`` of experiments/train.py reads)
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+
+
+def register_configs() -> None:
+    """``train_schema`` (the root) and one schema per algorithm in the ``algo`` group."""
+    cs = ConfigStore.instance()
+    cs.store(name="train_schema", node=TrainConfig)
+    for name, schema in ALGO_SCHEMAS.items():
+        cs.store(group="algo", name=f"{name}_schema", node=schema)
+
+
+def _one_line(e: Exception) -> str:
+    return " ".join(str(e).split())
+
+
+def to_object(cfg) -> TrainConfig:
+    """A ``TrainConfig`` from a composed DictConfig or a (possibly mutated) ``TrainConfig``,
+    rebuilt so that every ``__post_init__`` runs on the final values."""
+    if not isinstance(cfg, (TrainConfig, DictConfig)):
+        raise ConfigError(f"expected a TrainConfig or DictConfig, got {type(cfg).__name__}")
+    try:
+        node = OmegaConf.structured(cfg) if isinstance(cfg, TrainConfig) else cfg
+        return OmegaConf.to_object(node)  # type: ignore[return-value]
+    except ConfigError:
+        raise
+    except Exception as e:  # OmegaConf type / missing-value errors: keep them to one line
+        cause = e.__cause__ or e.__context__
+        if isinstance(cause, ConfigError):
+            raise cause from None
+        raise ConfigError(_one_line(e)) from None
+
+
+def validate(cfg) -> TrainConfig:
+    """The typed, validated config (``ConfigError``, one line, on the first problem): every
+    group's ``__post_init__``, the cross-group checks, then the env and compression wrapper built
+    once with these kwargs (their ``ValueError`` becomes a ``ConfigError``)."""
+    c = to_object(cfg)
+    check_env(c)
+    return c
+
+
+def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
+    """``configs/config.yaml`` composed with Hydra ``overrides`` (schemas registered first), as
+    ``python -m experiments.train <overrides>`` composes it; not yet validated."""
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def check_env(c: TrainConfig) -> None:
+    """Build the env once per kwargs set (``env.kwargs``, then with ``eval.env_kwargs``, then inside
+    the compression wrapper): the constructors and the wrapper validate their kwargs eagerly; their
+    error becomes a one-line ``ConfigError`` naming the config field."""
+    if is_pair_run(c):  # a two-agent env (no gymnasium registration, no compression wrapper)
+        for where, kwargs in (("env.kwargs", env_kwargs(c)), ("eval.env_kwargs", env_kwargs(c, evaluation=True))):
+            try:
+                envs.make_multi_agent(c.env.id, **kwargs)
+            except (ValueError, TypeError) as e:
+                raise ConfigError(f"{where} of env {c.env.id}: " + " ".join(str(e).split())) from None
+        return
+    steps = [("env.kwargs", env_kwargs(c), None)]
+    if c.eval.env_kwargs:
+        steps.append(("eval.env_kwargs", env_kwargs(c, evaluation=True), None))
+    if compression_kwargs(c) is not None:
+        steps.append(("compression", env_kwargs(c), compression_kwargs(c)))
+    for where, kwargs, compression in steps:
+        try:
+            envs.make(c.env.id, compression=compression, **kwargs).close()
+        except (ValueError, TypeError, gymnasium.error.Error) as e:
+            raise ConfigError(f"{where} of env {c.env.id}: " + " ".join(str(e).split())) from None
+
+
+__all__ = ["CONFIG_DIR", "check_env", "compose_config", "register_configs", "to_object", "validate"]
