@@ -136,6 +136,18 @@ class ContextBuilder:
         self._env(ids)
         return ids
 
+    def open_segment(self, ids: list[int], kind: str) -> list[int]:
+        """Open a segment whose context is the env-written ``ids`` (a backend layout's ``first``);
+        returns them (to feed the model)."""
+        self.segments.append(Segment(start=kind))
+        self._env(ids)
+        return list(ids)
+
+    def add_env(self, ids: list[int]) -> list[int]:
+        """Append env-written ``ids`` (a backend layout's ``next``); returns them."""
+        self._env(ids)
+        return list(ids)
+
     def fit(self, obs_ids: list[int], extra: int, used: int) -> list[int]:
         keep = max(self.max_len - used - extra, 0)
         return obs_ids if len(obs_ids) <= keep else obs_ids[len(obs_ids) - keep:]
@@ -149,15 +161,16 @@ class ContextBuilder:
         s.behavior_logp.append(float(logp))
         s.policy_version.append(int(version))
 
-    def end_action(self, capped: bool) -> Turn:
-        """Close the current action; a capped action gets an env-written EOS (action_mask 0)."""
+    def end_action(self, capped: bool, close: list[int] | None = None) -> Turn:
+        """Close the current action; a capped action gets the env-written ``close`` ids
+        (action_mask 0; default ``[EOS]``)."""
         s = self.seg
         start = self._turn_start if self._turn_start is not None else len(s.tokens)
         turn = Turn(start=start, end=len(s.tokens) - 1, capped=capped)
         s.turns.append(turn)
         self._turn_start = None
         if capped:
-            self._env([self.eos])
+            self._env([self.eos] if close is None else close)
         return turn
 
     def add_observation(self, obs_ids: list[int], room: int = 0) -> list[int]:

@@ -1,17 +1,20 @@
 """Batched rollout engine: many env instances in lockstep, one forward per generated token.
 
-Each of ``num_envs`` slots holds one env and one row of a shared ``KVCache``. Every engine step
-samples one token for every busy slot with ONE packed forward (``PolicyModel.step_last`` over all
-slots with ragged ``n_new``: the per-token layers run on the real new tokens only). A decoding slot
-feeds its last sampled token; a slot whose action just ended feeds that action's last token, the
-observation and ``[SEP]``; a slot that was just reset or compressed feeds ``[BOS] obs [SEP]`` into
+The model is a policy backend (``algos.backend``: a ``PolicyModel`` is wrapped in ``TinyBackend``;
+``algos.hf_backend.HFBackend`` for a Hugging Face causal LM). Each of ``num_envs`` slots holds one
+env and one row of the backend's sampling cache. Every engine step samples one token for every
+busy slot with ONE call ``backend.step_last`` over all slots with ragged ``n_new`` (for the tiny
+policy one packed forward: the per-token layers run on the real new tokens only). A decoding slot
+feeds its last sampled token; a slot whose action just ended feeds that action's last token (and
+the ``capped_close`` ids of a capped action) and ``layout.next(obs)`` (word layout: ``obs [SEP]``);
+a slot that was just reset or compressed feeds ``layout.first(obs)`` (``[BOS] obs [SEP]``) into
 an emptied cache row. The logits at each row's last fed token give its next sampled token
 (``timing["prefill_forwards"]`` counts the steps in which some slot fed more than one token). A slot whose trajectory ends is refilled
 with the next request (continuous batching).
 
-An action is the sampled words up to EOS (EOS is sampled, action_mask 1) or up to
-``max_action_tokens`` words (then an env-written EOS closes it, action_mask 0). Its text is
-``tokenizer.decode`` of the words, passed to ``env.step``.
+An action is the sampled ids up to an end id of the layout (sampled, action_mask 1; word layout:
+EOS) or up to ``max_action_tokens`` ids (then the env-written ``capped_close`` ids close it,
+action_mask 0). Its text is ``layout.action_text`` of the sampled ids, passed to ``env.step``.
 
 Context limit: a segment never exceeds ``max_len`` tokens. When the next observation plus one
 more full action would not fit, the engine stops the episode as ``token_budget`` (an outside
@@ -32,6 +35,7 @@ from dataclasses import dataclass, field
 import torch
 
 import envs
+from algos.backend import WORD_LAYOUT, ContextLayout, PolicyBackend, as_backend
 from algos.batch import ContextBuilder, Trajectory
 from algos.policy import PolicyModel, sample_categorical
 from envs.bugfix import is_hack
@@ -100,7 +104,6 @@ class RolloutEngine:
         self.max_len = max_len
         self.max_action_tokens = max_action_tokens
         self.temperature = temperature
-        self.tok = get_tokenizer()
         # timing of the last collect (seconds): model forwards vs env steps vs the rest
         self.timing: dict[str, float] = {}
 
@@ -111,7 +114,7 @@ class RolloutEngine:
     # -----------------------------------------------------------------------------------------
     def collect(
         self,
-        model: PolicyModel,
+        model: PolicyModel | PolicyBackend,
         requests: list[RolloutRequest],
         policy_version: int = 0,
         generator: torch.Generator | None = None,
@@ -119,18 +122,22 @@ class RolloutEngine:
         trace: list | None = None,
     ) -> list[Trajectory]:
         """Generate one trajectory per request (returned in request order). ``trace``: when a
-        list, every forward's inputs are appended to it (for the benchmark's raw replay)."""
+        list, every forward's inputs are appended to it (for the benchmark's raw replay). ``model``:
+        a ``PolicyModel`` or a policy backend (``algos.backend.as_backend``)."""
         temp = self.temperature if temperature is None else temperature
         self._trace = trace
-        was_training = model.training
-        model.eval()
+        backend = as_backend(model)
+        self._layout = layout = backend.layout
+        module = backend.module
+        was_training = module.training
+        module.eval()
         t_start = time.perf_counter()
         t_model = t_env = 0.0
         n_forwards = n_prefill = 0
         queue = deque(range(len(requests)))
         out: list[Trajectory | None] = [None] * len(requests)
         slots: list[_Slot | None] = [None] * self.num_envs
-        cache = model.new_cache(self.num_envs)
+        cache = backend.new_cache(self.num_envs)
 
         def refill(b: int) -> None:
             nonlocal t_env
@@ -145,7 +152,7 @@ class RolloutEngine:
                                   seed=req.seed, options=req.options, policy_version=policy_version,
                                   temperature=temp)
                 builder = ContextBuilder(self.max_len)
-                ids = builder.start_segment(self.tok.encode(obs), "reset", room=self.max_action_tokens + 2)
+                ids = builder.open_segment(layout.first(obs, self.max_len - (self.max_action_tokens + 2))[0], "reset")
                 cache.reset_rows([b])
                 if trace is not None:
                     trace.append(("reset", b, None, None))
@@ -171,7 +178,7 @@ class RolloutEngine:
                                         for s, n in zip(slots, lens)], dtype=torch.long)
                     n_prefill += 1
                 n_new = torch.tensor(lens, dtype=torch.long)
-                logits = model.step_last(cache, inp, n_new)
+                logits = backend.step_last(cache, inp, n_new)
                 if trace is not None:
                     trace.append(("decode", inp, n_new, None))
                 if temp > 0:
@@ -197,7 +204,7 @@ class RolloutEngine:
                     s.builder.add_sampled(token, logp, policy_version)
                     s.traj.generated_tokens += 1
                     s.action_len += 1
-                    is_eos = token == self.tok.eos_id
+                    is_eos = token in layout.end_ids
                     if not is_eos and s.action_len < self.max_action_tokens:
                         s.pending = [token]
                         continue
@@ -208,7 +215,7 @@ class RolloutEngine:
                         out[s.request_index] = s.traj
                         refill(b)
         if was_training:
-            model.train()
+            module.train()
         total = time.perf_counter() - t_start
         self.timing = {"total": total, "model": t_model, "env": t_env, "forwards": n_forwards,
                        "prefill_forwards": n_prefill}
@@ -218,19 +225,19 @@ class RolloutEngine:
     def _finish_action(self, b: int, s: _Slot, capped: bool, cache) -> bool:
         """Close the action, step the env, lay out what the policy sees next. True when done."""
         builder = s.builder
-        turn = builder.end_action(capped)
+        layout = self._layout
+        close = layout.capped_close
+        turn = builder.end_action(capped, close)
         turn.state_key = state_key_of(s.last_info)  # the state the action was chosen in
         seg = builder.seg
-        words = seg.tokens[turn.start: turn.end + 1]
-        if not capped:
-            words = words[:-1]  # drop the sampled EOS
-        # the tokens not yet fed to the model: the last sampled one (+ the forced EOS when capped)
-        last_fed = seg.tokens[-(2 if capped else 1):]
-        obs, reward, terminated, truncated, info = self.envs[b].step(self.tok.decode(words))
+        sampled = seg.tokens[turn.start: turn.end + 1]
+        # the tokens not yet fed to the model: the last sampled one (+ the closing ids when capped)
+        last_fed = seg.tokens[-(1 + len(close) if capped else 1):]
+        obs, reward, terminated, truncated, info = self.envs[b].step(layout.action_text(sampled, capped))
         s.action_len = 0
         s.last_info = info
         kind, ids = record_step(builder, s.traj, turn, obs, reward, terminated, truncated, info,
-                                self.max_action_tokens)
+                                self.max_action_tokens, layout)
         if kind == "done":
             return True
         if kind == "compressed":
@@ -260,14 +267,15 @@ def state_key_of(info: dict) -> int:
 
 
 def record_step(builder: ContextBuilder, traj: Trajectory, turn, obs: str, reward: float, terminated: bool,
-                truncated: bool, info: dict, max_action_tokens: int) -> tuple[str, list[int]]:
+                truncated: bool, info: dict, max_action_tokens: int,
+                layout: ContextLayout = WORD_LAYOUT) -> tuple[str, list[int]]:
     """Record one env step's result after the action ``turn`` was closed; lay out the next context.
 
     Returns ``(kind, ids)``: ``kind`` is ``"done"`` (episode ended; trajectory finalised),
     ``"compressed"`` (a new segment ``[BOS] obs [SEP]`` was opened: ``ids`` is all of it) or
-    ``"continue"`` (``ids`` = ``obs [SEP]`` appended). The one code path for laying out contexts:
-    the rollout engine and the warm start's demonstrations both go through it."""
-    tok = get_tokenizer()
+    ``"continue"`` (``ids`` = ``obs [SEP]`` appended); the ids are ``layout``'s (``first`` /
+    ``next``; default the word layout). The one code path for laying out contexts: the rollout
+    engine and the warm start's demonstrations both go through it."""
     seg = builder.seg
     turn.reward = float(reward)
     turn.tool_status = str(info.get("tool_status", "ok"))
@@ -276,28 +284,28 @@ def record_step(builder: ContextBuilder, traj: Trajectory, turn, obs: str, rewar
     if turn.tool_status in TOOL_FAILURE_STATUSES:
         traj.tool_failures += 1
     traj.tool_seconds = float(info.get("tool_seconds", traj.tool_seconds))
-    obs_ids = tok.encode(obs)
     if terminated or truncated:
-        _end(traj, builder, info, terminated, truncated, obs_ids)
+        _end(traj, builder, info, terminated, truncated, obs, layout)
         return "done", []
     room = max_action_tokens + 2  # the next action (cap words + EOS) and a final [SEP]
     if info.get("compression") is not None:
         seg.end = "compressed"
         seg.compression = dict(info["compression"])
-        kept = builder.fit(obs_ids, 2 + room, 0)
+        ids, kept = layout.first(obs, builder.max_len - room)
         seg.continuation = list(kept)
-        return "compressed", builder.start_segment(kept, "compression", room=room)
-    if len(seg.tokens) + len(obs_ids) + 1 + room > builder.max_len:
+        return "compressed", builder.open_segment(ids, "compression")
+    nxt = layout.next(obs)
+    if len(seg.tokens) + len(nxt) + room > builder.max_len:
         # the context is full: an outside limit cuts the episode (token budget)
         info = dict(info)
         info.update(stop_reason=StopReason.TOKEN_BUDGET.value, masked=False, verified=0, engine_truncated=True)
-        _end(traj, builder, info, False, True, obs_ids)
+        _end(traj, builder, info, False, True, obs, layout)
         return "done", []
-    return "continue", builder.add_observation(obs_ids)
+    return "continue", builder.add_env(nxt)
 
 
 def _end(traj: Trajectory, builder: ContextBuilder, info: dict, terminated: bool, truncated: bool,
-         obs_ids: list[int]) -> None:
+         obs: str, layout: ContextLayout) -> None:
     seg = builder.seg
     reason = info.get("stop_reason")
     rule = rule_for(reason) if reason is not None else None
@@ -317,7 +325,7 @@ def _end(traj: Trajectory, builder: ContextBuilder, info: dict, terminated: bool
     else:
         seg.end = "truncated"
         # the next state the episode was cut in: obs appended, V read at its final SEP
-        builder.add_observation(obs_ids)
+        builder.add_env(layout.next(obs, builder.max_len - len(seg.tokens)))
         seg.bootstrap_index = len(seg.tokens) - 1
     traj.segments = builder.segments
     traj.observation_tokens = sum(read_env_tokens(x) for x in traj.segments)

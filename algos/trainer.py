@@ -60,7 +60,8 @@ from algos.losses import (
     ppo_clip_loss,
 )
 from algos.metrics import signed_advantage_mass
-from algos.policy import PolicyModel, ValueModel, count_params, shift_values, token_logprobs
+from algos.backend import param_count
+from algos.policy import PolicyModel, ValueModel, shift_values, token_logprobs
 from algos.registry import TRAINERS, make_trainer, register
 
 # learning-rate multiplier as a function of the fraction f in [0, 1] of the run's compute budget
@@ -197,8 +198,8 @@ class Trainer:
         params = list(policy.parameters()) + (list(critic.parameters()) if critic is not None else [])
         self.optimizer = torch.optim.AdamW(params, lr=algo.lr, weight_decay=algo.weight_decay,
                                            betas=(0.9, 0.95), eps=1e-8)
-        self.n_policy = count_params(policy)
-        self.n_critic = count_params(critic) if critic is not None else 0
+        self.n_policy = param_count(policy)
+        self.n_critic = param_count(critic) if critic is not None else 0
         self.updates_done = 0
         # real / computed token positions of this update's forwards (train/padding_efficiency)
         self._positions = {"real": 0, "computed": 0}
@@ -436,7 +437,7 @@ class Trainer:
             else:
                 self.meter.add_forward(self.n_policy, tokens, attention_flops(model.shape.n_layers, model.shape.d_model, lengths))
             return
-        add(count_params(model) if model is not self.policy else self.n_policy, tokens,
+        add(param_count(model) if model is not self.policy else self.n_policy, tokens,
             attention_flops(model.shape.n_layers, model.shape.d_model, lengths))
         if with_critic and self.critic is not None:
             add(self.n_critic, tokens, attention_flops(self.critic.shape.n_layers, self.critic.shape.d_model, lengths))

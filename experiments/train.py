@@ -4,8 +4,8 @@ Composes ``configs/config.yaml`` with the command line's overrides (Hydra; ``-m`
 validates it before any compute (a one-line ``config error: ...`` and exit code 2 on a bad
 config) and runs it with :func:`experiments.runtime.loop.run` (build, the update loop, the
 summary; resume from the run directory's checkpoint when there is one). A two-agent env
-(``env=pairfix`` with ``algo=ppo_ctde | ppo_independent``) runs
-:func:`experiments.runtime.pair.run_pair` through the same function.
+(``env=pairfix`` with ``algo=ppo_ctde | ppo_independent``) runs through the same loop with the
+two-agent learner (``experiments.runtime.pair.TwoAgentLearner``).
 """
 
 from __future__ import annotations

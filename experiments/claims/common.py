@@ -37,7 +37,7 @@ from envs.tokenizer import get_tokenizer
 from experiments.runtime.build import load_policy_weights, policy_shape
 from experiments.runtime.config import compose_config, validate
 from experiments.runtime.loop import run
-from experiments.runtime.pair import pair_config
+from experiments.runtime.pair import check_pair_run
 from experiments.runtime.schema import AlgoConfig, TrainConfig
 from experiments.runtime.warmstart import WarmStart, ensure_warmstart, play_demo
 
@@ -87,20 +87,22 @@ PAIR_CLAIMS_OVERRIDES = ("policy.d_model=32", "policy.n_layers=1", "policy.n_hea
 
 
 def pair_claims_config(algo: str = "ppo_ctde", updates: int = 4, episodes_per_update: int = 16,
-                       eval_episodes: int = 24, overrides: Sequence[str] = ()):
-    """The ``experiments.runtime.pair.PairConfig`` of the two-agent claims (and their tests):
+                       eval_episodes: int = 24, overrides: Sequence[str] = ()) -> TrainConfig:
+    """The validated two-agent ``TrainConfig`` of the two-agent claims (and their tests):
     ``configs/config.yaml`` composed by Hydra with ``algo=<algo> env=pairfix``,
-    :data:`PAIR_CLAIMS_OVERRIDES`, ``updates`` updates of ``episodes_per_update`` pair episodes
+    :data:`PAIR_CLAIMS_OVERRIDES`, the start-model cache under the repository's
+    ``.cache/agentrl/warmstart``, ``updates`` updates of ``episodes_per_update`` pair episodes
     (``algo.tasks_per_update``, ``budget.amount = updates * episodes_per_update``), evaluation on
     ``eval_episodes`` held-out episodes, one per task (``eval.tasks = eval_episodes`` x
     ``eval.samples_per_task = 1``: task indices ``0..eval_episodes-1``), then ``overrides``
     (Hydra override strings, e.g. ``"policy.d_model=16"``, ``"seed=1"``); validated
-    (``ConfigError``, one line) and mapped by ``experiments.runtime.pair.pair_config``. Note
-    ``num_envs = min(rollout.num_envs, episodes_per_update)``."""
+    (``ConfigError``, one line). The pair code reads it through ``experiments.runtime.pair``
+    (``pair_updates``, ``pair_num_envs``, ``eval_episodes``, ``pair_algo_config``)."""
     sizes = (f"algo.tasks_per_update={episodes_per_update}", f"budget.amount={updates * episodes_per_update}",
              f"eval.tasks={eval_episodes}", "eval.samples_per_task=1")
-    cfg = compose_config([f"algo={algo}", "env=pairfix", *PAIR_CLAIMS_OVERRIDES, *sizes, *overrides])
-    return pair_config(validate(cfg))
+    cache = f"warmstart.cache_dir={REPO / '.cache' / 'agentrl' / 'warmstart'}"
+    cfg = compose_config([f"algo={algo}", "env=pairfix", *PAIR_CLAIMS_OVERRIDES, cache, *sizes, *overrides])
+    return check_pair_run(validate(cfg))
 
 
 @lru_cache(maxsize=1)

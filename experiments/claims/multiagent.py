@@ -52,7 +52,7 @@ import numpy as np
 import torch
 
 from algos.metrics import binomial_confidence_interval
-from algos.pair_rollout import PairRolloutEngine, pair_requests
+from algos.pair_rollout import pair_requests
 from algos.policy import PolicyModel, PolicyShape, ValueModel
 from algos.ppo_ctde import PairLearner
 from algos.registry import make_trainer
@@ -60,7 +60,8 @@ from envs.pairfix import AGENTS, indices_with_bug_in
 from envs.pairfix.agents import PairOracle
 from envs.tokenizer import get_tokenizer
 from experiments.claims.common import pair_claims_config
-from experiments.runtime.pair import PairConfig, warm_start
+from experiments.runtime.pair import eval_episodes, pair_algo_config, pair_updates, train_engine, warm_start
+from experiments.runtime.schema import TrainConfig
 
 
 def message_distribution(episodes: list[dict], agent: str = "a") -> Counter:
@@ -114,31 +115,30 @@ def _interval(draws: np.ndarray) -> tuple[float, float]:
     return float(np.quantile(draws, 0.025)), float(np.quantile(draws, 0.975))
 
 
-def _replicate_episodes(c: PairConfig, start: dict, engine, a_only: list[int], seed: int) -> tuple[list, dict]:
+def _replicate_episodes(c: TrainConfig, start: dict, engine, a_only: list[int], seed: int) -> tuple[list, dict]:
     """One replicate of part 1 with rollout and evaluation seed ``seed``: the start pair's
-    evaluation episodes and, for B frozen and B training, the episodes after ``c.updates`` updates."""
+    evaluation episodes and, for B frozen and B training, the episodes after ``pair_updates(c)`` updates."""
     def evaluate(models) -> list[dict]:
         gen = torch.Generator().manual_seed(70_000 + seed)
-        return engine.collect(models, pair_requests(c.eval_episodes, 70_000 + seed, "train", a_only), -1, gen)
+        return engine.collect(models, pair_requests(eval_episodes(c), 70_000 + seed, "train", a_only), -1, gen)
 
     eval_start = evaluate(start)
     ends = {}
+    n, tasks = c.algo.tasks_per_update, c.env.train_tasks
     for run, frozen in (("frozen", ("b",)), ("training", ())):
         policies = {a: copy.deepcopy(m) for a, m in start.items()}
-        trainers = {a: make_trainer("ppo_independent", c.algo_config(), policies[a], critic=ValueModel(start[a].shape),
-                                    temperature=c.temperature) for a in AGENTS}
+        trainers = {a: make_trainer("ppo_independent", pair_algo_config(c), policies[a], critic=ValueModel(start[a].shape),
+                                    temperature=c.rollout.temperature) for a in AGENTS}
         learner = PairLearner(trainers, frozen=frozen)
         gen = torch.Generator().manual_seed(seed)
-        for k in range(c.updates):
-            reqs = pair_requests(c.episodes_per_update, 1000 * (k + 1) + seed,
-                                 task_indices=[(k * c.episodes_per_update + i) % c.train_tasks
-                                               for i in range(c.episodes_per_update)])
+        for k in range(pair_updates(c)):
+            reqs = pair_requests(n, 1000 * (k + 1) + seed, task_indices=[(k * n + i) % tasks for i in range(n)])
             learner.update(engine.collect(learner.models(), reqs, k, gen))
         ends[run] = evaluate(learner.models())
     return eval_start, ends
 
 
-def nonstationarity(c: PairConfig, n_boot: int, rng: np.random.Generator, replicates: int = 1) -> dict:
+def nonstationarity(c: TrainConfig, n_boot: int, rng: np.random.Generator, replicates: int = 1) -> dict:
     """Part 1 of the module docstring on config ``c`` (``c.algo`` must be ``ppo_independent``),
     over ``replicates`` training replicates from the same start pair: replicate ``r`` uses
     rollout and evaluation seed ``c.seed + r`` (replicate 0 is the single-replicate measurement).
@@ -150,14 +150,14 @@ def nonstationarity(c: PairConfig, n_boot: int, rng: np.random.Generator, replic
     evaluation episodes do (measured at 4 updates, seeds 0-2: +0.03, -0.02, +0.31)."""
     if replicates < 1:
         raise ValueError(f"replicates={replicates} must be >= 1")
-    tok = get_tokenizer()
-    shape = PolicyShape(vocab_size=tok.vocab_size, d_model=c.d_model, n_layers=c.n_layers, n_heads=c.n_heads,
-                        max_len=c.max_len)
+    tok, p = get_tokenizer(), c.policy
+    shape = PolicyShape(vocab_size=tok.vocab_size, d_model=p.d_model, n_layers=p.n_layers, n_heads=p.n_heads,
+                        max_len=p.max_len)
     torch.manual_seed(c.seed)
     start = {a: PolicyModel(shape) for a in AGENTS}
     warm_start(start, c)
-    engine = PairRolloutEngine(c.num_envs, c.max_len, c.max_action_tokens, c.temperature, c.env_kwargs)
-    a_only = [i for i in indices_with_bug_in("a", c.train_tasks) if i < c.train_tasks]
+    engine = train_engine(c)
+    a_only = [i for i in indices_with_bug_in("a", c.env.train_tasks) if i < c.env.train_tasks]
 
     runs = ("frozen", "training")
     counts = {run: [0, 0] for run in ("start",) + runs}
@@ -193,8 +193,8 @@ def nonstationarity(c: PairConfig, n_boot: int, rng: np.random.Generator, replic
     out["c22_msg_tv_diff"] = out["c22_msg_tv_training"] - out["c22_msg_tv_frozen"]
     out["c22_msg_tv_diff_lo"], out["c22_msg_tv_diff_hi"] = _interval(draws["training"] - draws["frozen"])
     out["c22_msg_tv_diff_replicates"] = [t - f for t, f in zip(tv["training"], tv["frozen"])]
-    out["c22_eval_episodes"] = c.eval_episodes
-    out["c22_updates"] = c.updates
+    out["c22_eval_episodes"] = eval_episodes(c)
+    out["c22_updates"] = pair_updates(c)
     out["c22_replicates"] = replicates
     return out
 
@@ -263,10 +263,10 @@ def _ev(values: np.ndarray, returns: np.ndarray) -> float:
 
 def critic_information_gap(seed: int, probe_tasks: int, fit_episodes: int, heldout_episodes: int,
                            demo_noise: float, ridge: float, n_boot: int, rng: np.random.Generator,
-                           c: PairConfig) -> dict:
+                           c: TrainConfig) -> dict:
     """Part 2 of the module docstring: ``c22_ev_central``, ``c22_ev_local`` (and per agent), the
     difference with its paired bootstrap interval, the held-out success rate and point count."""
-    engine = PairRolloutEngine(c.num_envs, c.max_len, c.max_action_tokens, c.temperature, c.env_kwargs)
+    engine = train_engine(c)
     demo = {a: partial(PairOracle, demo_noise) for a in AGENTS}
     tasks = list(range(probe_tasks))
     fit = engine.collect(demo, pair_requests(fit_episodes, 20_000 + seed, task_indices=tasks))

@@ -1,15 +1,20 @@
 """PNG plots of the report (matplotlib, Agg backend): held-out success vs each compute axis, the
 training diagnostics (mixed-group rate vs P_mix, all-0 / all-1 groups, critic EV, weight shift)
-and the stop-reason fractions; curves are the mean over seeds with the t-interval band."""
+and the stop-reason fractions; curves are the mean over seeds with the t-interval band.
+
+A success-vs-compute curve of a run is :func:`experiments.report.conclusion.eval_curve`, the
+series the Conclusion interpolates: it starts at the start model, ``(0, start_model/success)``,
+and has a point at every update that evaluated."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from experiments.report.conclusion import eval_curve
 from experiments.report.keys import CRITIC_EV_KEY, CURVE_AXES, EV_NA, METHODS_WITH_CRITIC
 from experiments.report.pair import PAIR_AGENTS, PAIR_METHODS, agent_key, critic_ev_key
 from experiments.report.load import Run, config_get
@@ -23,11 +28,16 @@ def _color(method: str, i: int) -> str:
     return COLORS.get(method, f"C{i + 2}")
 
 
-def _plot_band(ax, runs: Sequence[Run], key: str, x_key: str, label: str, color: str, ls: str = "-") -> bool:
-    """Mean line + CI band over seeds of ``key`` vs ``x_key``; falls back to raw points."""
+Series = Callable[[Run], "tuple[np.ndarray, np.ndarray]"]
+
+
+def _plot_band(ax, runs: Sequence[Run], key: str, x_key: str, label: str, color: str, ls: str = "-",
+               series: Series | None = None) -> bool:
+    """Mean line + CI band over seeds of ``key`` vs ``x_key`` (or of each run's ``series(run)``);
+    falls back to raw points."""
     curves = []
     for r in runs:
-        x, y = r.series(key, x_key)
+        x, y = series(r) if series is not None else r.series(key, x_key)
         if x.size:
             order = np.argsort(x, kind="stable")
             curves.append((x[order], y[order]))
@@ -61,12 +71,15 @@ def _safe(name: str) -> str:
 
 
 def plot_success_curves(env: str, methods: Mapping[str, Sequence[Run]], out_dir: Path) -> dict[str, Path]:
+    """``success_vs_<axis>_<env>.png`` per compute axis: each method's band over its runs'
+    :func:`~experiments.report.conclusion.eval_curve` (from the start model at 0)."""
     images = {}
     for axis in CURVE_AXES:
         plt, fig, axes = _new_fig()
         ax = axes[0][0]
         for i, (method, runs) in enumerate(methods.items()):
-            _plot_band(ax, runs, "eval/success", axis, method, _color(method, i))
+            _plot_band(ax, runs, "eval/success", axis, method, _color(method, i),
+                       series=lambda r, axis=axis: eval_curve(r, axis))
         ax.set_xlabel(axis)
         ax.set_ylabel("eval/success (held-out templates)")
         ax.set_ylim(-0.02, 1.02)

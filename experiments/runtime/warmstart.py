@@ -15,7 +15,8 @@ path, or random init (``policy.init_checkpoint``).
 3. Start success is measured with the policy itself on held-out templates at the eval budget
    (``warmstart.eval_tasks`` x ``warmstart.eval_samples_per_task`` at ``eval.temperature``).
 4. Saved as ``<cache_dir>/<hash>/policy.pt`` + ``warmstart.json`` (path, measured success, demo
-   success, config). The hash covers everything that determines the checkpoint (env, compression,
+   success, config) through :func:`cached_start_model`, the one cache of start models (the
+   two-agent warm start of ``experiments.runtime.pair`` uses it too). The hash covers everything that determines the checkpoint (env, compression,
    policy shape, warm-start settings, action cap, vocabulary), so tests and sweeps reuse it; a file
    lock makes concurrent sweep jobs build it once. The demo noise sets the start success rate.
 """
@@ -28,6 +29,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -35,6 +37,7 @@ from algos.policy import PolicyModel
 from algos.rollout import demo_to_trajectory, evaluate
 from envs import agents as bugfix_agents
 from envs import long_horizon_agents as lh_agents
+from envs import long_horizon_v2_agents as lh2_agents
 from envs.episode import run_episode
 from experiments.runtime.bc import behaviour_clone
 from experiments.runtime.build import compression_kwargs, eval_engine, make_env, policy_shape, start_eval_seed
@@ -46,6 +49,7 @@ from experiments.runtime.seeds import DEMO
 DEMO_AGENTS = {
     "bugfix": bugfix_agents.NoisyOracleAgent,
     "long_horizon": lh_agents.NoisyOracleAgent,
+    "long_horizon_v2": lh2_agents.NoisyOracleAgent,
 }
 
 
@@ -78,10 +82,11 @@ class WarmStart:
 
 
 def cache_key(c: TrainConfig) -> str:
-    """Hash of everything that determines the warm-start checkpoint (the warmstart group without
-    its operational ``cache_dir``, env, compression, policy shape, action cap, evaluation setup)."""
+    """The cache key of the one-agent warm start: :func:`start_model_key` of everything that
+    determines its checkpoint (the warmstart group without its operational ``cache_dir``, env,
+    compression, policy shape, action cap, evaluation setup)."""
     w = fingerprint(c.warmstart)
-    blob = {
+    return start_model_key({
         "env": c.env.name, "env_id": c.env.id, "env_kwargs": dict(c.env.kwargs), "compression": compression_kwargs(c),
         "shape": asdict(policy_shape(c)), "warmstart": w, "max_action_tokens": c.rollout.max_action_tokens,
         "eval_temperature": c.eval.temperature, "train_tasks": c.env.train_tasks,
@@ -89,8 +94,31 @@ def cache_key(c: TrainConfig) -> str:
         # version: raised whenever the build changes the checkpoint or its measured start success,
         # so an older cache entry is never reused
         "init_seed": c.policy.init_seed, "version": 4,
-    }
-    return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    })
+
+
+# ------------------------------------------------------------------------------ the start-model cache
+def start_model_key(fields: dict) -> str:
+    """16 hex digits of the sha256 of ``fields`` (the config fields that determine a start model,
+    JSON with sorted keys): the one key scheme of every cached start model."""
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def start_model_dir(c: TrainConfig, key: str) -> Path:
+    """The one directory layout of cached start models: ``<warmstart.cache_dir>/<key>/``."""
+    return Path(c.warmstart.cache_dir) / key
+
+
+def cached_start_model(c: TrainConfig, key: str, complete: str, build: Callable[[Path], None]) -> tuple[Path, bool]:
+    """``(directory, built)`` of the start model ``key``: under the one lock of that key
+    (``<cache_dir>/.<key>.lock``, so the concurrent jobs of a sweep build it once), ``build(directory)``
+    runs unless ``directory / complete`` exists; ``build`` writes ``complete`` last."""
+    root = start_model_dir(c, key)
+    with file_lock(root.parent / f".{key}.lock"):
+        if (root / complete).exists():
+            return root, False
+        build(root)
+    return root, True
 
 
 def make_demo_agent(env_name: str, noise: float, agent: str = "noisy_oracle"):
@@ -127,14 +155,10 @@ def demonstrations(c: TrainConfig) -> list:
 
 def ensure_warmstart(c: TrainConfig, verbose: bool = True) -> WarmStart:
     """The cached warm start of this config (built when missing)."""
-    key = cache_key(c)
-    root = Path(c.warmstart.cache_dir) / key
-    info_path = root / "warmstart.json"
-    with file_lock(Path(c.warmstart.cache_dir) / f".{key}.lock"):
-        if info_path.exists():
-            return WarmStart.from_json(json.loads(info_path.read_text()))
-        info = build_warmstart(c, root, verbose=verbose)
-    return info
+    built: list[WarmStart] = []
+    root, _ = cached_start_model(c, cache_key(c), "warmstart.json",
+                                 lambda root: built.append(build_warmstart(c, root, verbose=verbose)))
+    return built[0] if built else WarmStart.from_json(json.loads((root / "warmstart.json").read_text()))
 
 
 def build_warmstart(c: TrainConfig, root: Path, verbose: bool = True) -> WarmStart:

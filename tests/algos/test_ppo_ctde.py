@@ -35,8 +35,10 @@ def _models(seed=0):
 
 def _algo(**kw):
     """The ppo_ctde algo config of the two-agent claims preset with ``algo.<k>=<v>`` overrides
-    (composed and validated by Hydra, then ``PairConfig.algo_config``)."""
-    return pair_claims_config(overrides=[f"algo.{k}={v}" for k, v in kw.items()]).algo_config()
+    (composed and validated by Hydra, then ``experiments.runtime.pair.pair_algo_config``)."""
+    from experiments.runtime.pair import pair_algo_config
+
+    return pair_algo_config(pair_claims_config(overrides=[f"algo.{k}={v}" for k, v in kw.items()]))
 
 
 @pytest.fixture(scope="module")
@@ -170,13 +172,12 @@ def test_pair_rollout_metrics_hand_counted(oracle_episodes):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", ["ppo_ctde", "ppo_independent"])
-def test_train_pair_runs_end_to_end_from_one_call(algo, tmp_path, monkeypatch):
+def test_train_pair_runs_end_to_end_from_one_call(algo, tmp_path):
     import experiments.runtime.pair as tp
 
-    monkeypatch.setattr(tp, "WARMSTART_DIR", tmp_path)
     c = pair_claims_config(algo, updates=1, episodes_per_update=4, eval_episodes=2,
                            overrides=("policy.d_model=16", "warmstart.demos=4", "warmstart.epochs=1",
-                                      "rollout.num_envs=4", "env.train_tasks=4"))
+                                      "rollout.num_envs=4", "env.train_tasks=4", f"warmstart.cache_dir={tmp_path}"))
     out = tp.train_pair(c)
     assert len(out["updates"]) == 1
     m = out["updates"][0]

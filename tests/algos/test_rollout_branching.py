@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import envs
+from algos.backend import WORD_LAYOUT
 from algos.policy import PolicyModel, PolicyShape
 from algos.rollout import RolloutEngine, RolloutRequest
 from envs.tokenizer import get_tokenizer
@@ -25,21 +26,23 @@ def action_tokens(action: str) -> list[int]:
 
 
 class ScriptedPolicy:
-    """A stand-in for ``PolicyModel`` in ``RolloutEngine.collect``: every row writes ``run_tests``
-    EOS over and over (logits put all mass on the next scripted token of that row)."""
+    """A policy backend (``algos.backend.PolicyBackend``, word layout) for ``RolloutEngine.collect``:
+    every row writes ``run_tests`` EOS over and over (logits put all mass on the next scripted
+    token of that row)."""
 
-    training = False
+    layout = WORD_LAYOUT
 
     def __init__(self, n_rows: int) -> None:
         self.script = action_tokens("run_tests")
         self.count = [0] * n_rows
         self.real = PolicyModel(PolicyShape(vocab_size=TOK.vocab_size, d_model=8, n_layers=1, n_heads=1, max_len=256))
+        self.module = self.real
 
-    def eval(self):
-        return self
+    def forward_at(self, tokens, want, detach_value: bool = False):
+        return self.real.forward_at(tokens, want, detach_value=detach_value)
 
-    def train(self, mode: bool = True):
-        return self
+    def n_params(self) -> int:
+        return 0
 
     def new_cache(self, n: int):
         return self.real.new_cache(n)

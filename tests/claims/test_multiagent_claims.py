@@ -3,15 +3,19 @@ numbers, and a tiny real run whose numbers are internally consistent."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 
+import numpy as np
 import pytest
 
-import numpy as np
-
+from algos.pair_rollout import pair_requests
+from experiments.claims.common import pair_claims_config
 from experiments.claims.multiagent import (check_c22, measure_c22, message_distribution, paired_tv_bootstrap,
                                          ridge_values, total_variation)
+from experiments.runtime.pair import eval_episodes, pair_algo_config, pair_num_envs, pair_updates
+from experiments.runtime.schema import AlgoConfig
 
 
 class _T:
@@ -150,15 +154,28 @@ def test_critic_points_share_rows_and_the_own_block():
     assert sum(any(k[0] == "other" for k in cf) for cf in central) >= len(central) - 3  # only a's first turns lack b
 
 
-#: the values PairConfig declared as defaults before TrainConfig became their only home (the
-#: claims and tests built PairConfig(...) from them); the PPO fields of its algo_fields default
-FORMER_PAIR_DEFAULTS = dict(
+#: the run knobs the two-agent claims are measured with (experiments.claims.common.pair_claims_config:
+#: PAIR_CLAIMS_OVERRIDES over configs/config.yaml): a change here moves the claims' numbers; the PPO fields of
+#: the algo config the pair trainers receive
+CLAIMS_PAIR_KNOBS = dict(
     algo="ppo_ctde", shared_policy=False, frozen=(), env_kwargs={"difficulty": "easy"}, d_model=32, n_layers=1,
     n_heads=2, max_len=384, mlp_ratio=4, max_action_tokens=12, temperature=1.0, train_tasks=24, updates=4,
     episodes_per_update=16, num_envs=16, demos=64, demo_noise=0.3, bc_epochs=60, bc_lr=3e-3, eval_episodes=24,
     eval_split="heldout", eval_temperature=1.0, seed=0, warmstart_seed=0)
-FORMER_ALGO_FIELDS = {"lr": 1e-4, "epochs": 2, "minibatches": 1, "micro_batch_rows": 64, "gamma": 1.0, "lam": 0.95,
+CLAIMS_ALGO_FIELDS = {"lr": 1e-4, "epochs": 2, "minibatches": 1, "micro_batch_rows": 64, "gamma": 1.0, "lam": 0.95,
                       "value_level": "turn", "vf_coef": 0.5, "value_clip": None, "norm_adv": True}
+
+
+def _pair_knobs(c) -> dict:
+    """The two-agent run knobs as the pair code reads them from a TrainConfig."""
+    p, w = c.policy, c.warmstart
+    return dict(algo=c.algo.name, shared_policy=c.algo.shared_policy, frozen=tuple(c.algo.frozen),
+                env_kwargs=dict(c.env.kwargs), d_model=p.d_model, n_layers=p.n_layers, n_heads=p.n_heads,
+                max_len=p.max_len, mlp_ratio=p.mlp_ratio, max_action_tokens=c.rollout.max_action_tokens,
+                temperature=c.rollout.temperature, train_tasks=c.env.train_tasks, updates=pair_updates(c),
+                episodes_per_update=c.algo.tasks_per_update, num_envs=pair_num_envs(c), demos=w.demos,
+                demo_noise=w.noise, bc_epochs=w.epochs, bc_lr=w.lr, eval_episodes=eval_episodes(c),
+                eval_split=c.eval.split, eval_temperature=c.eval.temperature, seed=c.seed, warmstart_seed=w.seed)
 
 
 @pytest.mark.parametrize("algo", ["ppo_ctde", "ppo_independent"])
@@ -169,27 +186,26 @@ def test_pair_claims_config_reproduces_the_former_pair_defaults(algo):
     from experiments.claims.common import pair_claims_config
     from experiments.runtime.schema import AlgoConfig
 
-    pc = pair_claims_config(algo)
-    got = {k: v for k, v in dataclasses.asdict(pc).items() if k not in ("algo_fields", "eval_tasks")}
-    assert got == {**FORMER_PAIR_DEFAULTS, "algo": algo}
-    # the former eval_tasks=0 (one task per episode, indices 0..23) is eval.tasks=24 x 1 sample:
-    # evaluate_pair sends the same requests (task i, seed s + i for episode i)
-    assert pc.eval_tasks == 24
+    c = pair_claims_config(algo)
+    assert _pair_knobs(c) == {**CLAIMS_PAIR_KNOBS, "algo": algo}
+    # eval.tasks=24 x 1 sample: evaluate_pair sends task i with seed s + i for episode i, the
+    # same requests as one task per episode over indices 0..23
+    assert c.eval.tasks == 24
     same = [(r.options, r.seed, r.group_id) for r in pair_requests(24, 50_000, "heldout", None)]
     assert [(r.options, r.seed, r.group_id) for r in pair_requests(24, 50_000, "heldout", list(range(24)))] == same
-    # the algo config the trainers get is the former one (tasks_per_update, 8 before, is not read
-    # by the pair trainers; it is the episodes per update now)
-    former = AlgoConfig(name=algo, group_size=1, **FORMER_ALGO_FIELDS)
-    assert dataclasses.replace(pc.algo_config(), tasks_per_update=8) == former
+    # the algo config the pair trainers get (they do not read tasks_per_update: it is the
+    # episodes per update, set on the config, not the trainer's)
+    pinned = AlgoConfig(name=algo, group_size=1, **CLAIMS_ALGO_FIELDS)
+    assert dataclasses.replace(pair_algo_config(c), tasks_per_update=8) == pinned
 
 
 def test_measure_c22_config_reads_its_arguments_and_clamps_num_envs():
     # measure_c22's config: its arguments on the preset (seed 3 only moves the run seed, not the
     # start model's); num_envs = min(rollout.num_envs 16, episodes_per_update 4) = 4
-    from experiments.claims.common import pair_claims_config
-
-    pc = pair_claims_config("ppo_independent", updates=1, episodes_per_update=4, eval_episodes=6,
-                            overrides=("seed=3", "algo.lr=0.002", "warmstart.demos=8", "warmstart.epochs=1",
-                                       "policy.d_model=16"))
-    assert (pc.seed, pc.warmstart_seed, pc.updates, pc.episodes_per_update, pc.eval_episodes) == (3, 0, 1, 4, 6)
-    assert (pc.algo_fields["lr"], pc.demos, pc.bc_epochs, pc.d_model, pc.num_envs) == (0.002, 8, 1, 16, 4)
+    c = pair_claims_config("ppo_independent", updates=1, episodes_per_update=4, eval_episodes=6,
+                           overrides=("seed=3", "algo.lr=0.002", "warmstart.demos=8", "warmstart.epochs=1",
+                                      "policy.d_model=16"))
+    f = _pair_knobs(c)
+    assert c.algo.lr == 0.002
+    assert (f["seed"], f["warmstart_seed"], f["updates"], f["episodes_per_update"], f["eval_episodes"]) == (3, 0, 1, 4, 6)
+    assert (f["demos"], f["bc_epochs"], f["d_model"], f["num_envs"]) == (8, 1, 16, 4)

@@ -138,7 +138,8 @@ def test_compare_presets_inherit_the_base(preset):
         # its task set (bugfix_tutorial_tasks.yaml): tutorial tasks, 2-3 line programs for training and
         # evaluation, the 3000-demo noisy start model, BC on two processes (the other job waits on it)
         assert c.env.kwargs["difficulty"] == "tutorial" and list(c.env.kwargs["program_lines"]) == [2, 3]
-        assert list(c.eval.env_kwargs["program_lines"]) == [2, 3] and c.eval.every == 40
+        # held-out points along every curve: 4 evaluations of 40 updates (2560 rollouts / 64 per update)
+        assert list(c.eval.env_kwargs["program_lines"]) == [2, 3] and c.eval.every == 10
         assert (c.warmstart.noise, c.warmstart.demos, c.warmstart.processes) == (0.2, 3000, 2)
         # every trajectory weighs the same in every method's loss (README "The main job": token-mean
         # over-weights long failing episodes under GRPO's broadcast advantage; GRPO 0.55 -> 0.66)

@@ -170,3 +170,27 @@ def test_reference_spec_uses_the_eval_env_kwargs(tmp_path):
     # measure forwards env_kwargs to the env (a bad knob is rejected by the env, so it got there)
     with pytest.raises(ValueError, match="program_lines"):
         measure(envs.BUGFIX_ID, "easy", "oracle", "x", 1, 0, "heldout", True, env_kwargs={"program_lines": [9, 2]})
+
+
+def test_every_success_curve_starts_at_the_start_model_at_compute_zero(tmp_path, monkeypatch):
+    """Each method's plotted curve on every compute axis begins at x = 0 at the start model's
+    success and follows the Conclusion's series (``conclusion.eval_curve``): with one run per
+    method the plotted line is that run's curve (0, 0.2), (x_2, final / 2), (x_4, final) on a grid."""
+    import matplotlib.figure
+
+    from experiments.report.keys import CURVE_AXES
+    from experiments.report.plots import plot_success_curves
+
+    runs = {algo: [load_run(write_run(tmp_path / algo, algo, "bugfix", 0))] for algo in ("grpo", "ppo")}
+    saved = []
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda fig, path, **kw: saved.append(fig))
+    plot_success_curves("bugfix", runs, tmp_path)
+    assert len(saved) == len(CURVE_AXES)
+    for fig, axis in zip(saved, CURVE_AXES):
+        lines = [ln for ln in fig.axes[0].get_lines() if len(ln.get_xdata())]
+        assert len(lines) == 2
+        for line, (algo, (run,)) in zip(lines, runs.items()):
+            x, y = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
+            assert (x[0], y[0]) == (0.0, run.summary["start_model/success"]) == (0.0, 0.2), (axis, algo)
+            cx, cy = C.eval_curve(run, axis)
+            assert np.allclose(y, np.interp(x, cx, cy)), (axis, algo)

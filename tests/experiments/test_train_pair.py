@@ -11,7 +11,8 @@ from hydra import compose, initialize_config_dir
 from entry import run_entry
 from experiments.runtime.config import register_configs, validate
 from experiments.runtime.schema import ConfigError, is_pair_run
-from experiments.runtime.pair import pair_config, shapes
+from experiments.runtime.pair import (check_pair_run, eval_episodes, pair_algo_config, pair_num_envs, pair_updates,
+                                      shapes)
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = str(ROOT / "configs")
@@ -24,25 +25,18 @@ def cfg(*overrides):
 
 
 @pytest.mark.parametrize("algo", ["ppo_ctde", "ppo_independent"])
-def test_pairfix_composes_and_maps_to_a_pair_config(algo):
+def test_pairfix_composes_and_the_pair_run_reads_it(algo):
     c = validate(cfg(f"algo={algo}", "env=pairfix", "budget.amount=100", "algo.tasks_per_update=16"))
     assert is_pair_run(c) and c.env.id == "agentrl/PairFix-v2" and c.algo.value_level == "turn"
-    pc = pair_config(c)
     # 100 pair episodes at 16 per update: ceil(100 / 16) = 7 updates
-    assert pc.updates == 7 and pc.episodes_per_update == 16 and pc.algo == algo
+    assert pair_updates(c) == 7 and c.algo.tasks_per_update == 16 and c.algo.name == algo
     # eval: 40 tasks x 2 samples (configs/eval/default) = 80 episodes over task indices 0..39
-    assert pc.eval_episodes == 80 and pc.eval_tasks == 40 and pc.eval_split == "heldout"
-    policy, critic = shapes(pc)
+    assert eval_episodes(c) == 80 and c.eval.tasks == 40 and c.eval.split == "heldout"
+    policy, critic = shapes(c)
     # policy=tiny: max_len 512; the centralized critic reads own + other + 2 separators: 2 * 512 + 2
     assert policy.max_len == 512 and critic.max_len == (1026 if algo == "ppo_ctde" else 512)
-    assert pc.algo_fields["epochs"] == 2 and pc.algo_fields["minibatches"] == 2  # configs/algo/<algo>.yaml
-
-
-def test_shared_policy_and_frozen_reach_the_pair_config():
-    pc = pair_config(validate(cfg("algo=ppo_independent", "env=pairfix", "algo.frozen=[b]")))
-    assert pc.frozen == ("b",) and not pc.shared_policy
-    pc = pair_config(validate(cfg("algo=ppo_ctde", "env=pairfix", "algo.shared_policy=true")))
-    assert pc.shared_policy and pc.frozen == ()
+    algo_config = pair_algo_config(c)
+    assert algo_config.epochs == 2 and algo_config.minibatches == 2 and algo_config.group_size == 1
 
 
 @pytest.mark.parametrize(
@@ -128,7 +122,7 @@ def test_pair_training_end_to_end(tmp_path, monkeypatch, capsys, algo, extra):
     assert summary["algo"] == algo and summary["updates"] == 2 and summary["eval/episodes"] == 2
     assert summary["critic"] == ("central" if algo == "ppo_ctde" else "local")
     assert (run / "wandb").exists() == (extra[0] == "logger=wandb")
-    assert list((tmp_path / "ws" / "pair").glob("*/policy_a.pt"))  # the pair warm start was cached
+    assert list((tmp_path / "ws").glob("*/policy_a.pt"))  # the pair warm start was cached
     if algo == "ppo_ctde":
         return
     # the same config again resumes from the last checkpoint: nothing is redone
@@ -164,7 +158,7 @@ def test_every_run_seed_starts_from_one_cached_start_model(tmp_path, monkeypatch
                               f"run_dir={tmp_path / f'run{seed}'}", *TINY, "logger=none")
         summaries.append(s)
     (path,) = {s["start_model/path"] for s in summaries}
-    assert Path(path).parent == tmp_path / "ws" / "pair" and (Path(path) / "policy_a.pt").exists()
+    assert Path(path).parent == tmp_path / "ws" and (Path(path) / "policy_a.pt").exists()
     built_by_seed_1 = torch.load(Path(path) / "policy_a.pt", weights_only=True)
     fresh = tmp_path / "fresh"
     s0, _ = run_in_process(fresh, monkeypatch, capsys, "algo=ppo_independent", "env=pairfix", "seed=0",
@@ -174,19 +168,50 @@ def test_every_run_seed_starts_from_one_cached_start_model(tmp_path, monkeypatch
     assert all(torch.equal(built_by_seed_1[k], built_by_seed_0[k]) for k in built_by_seed_1)
 
 
-def test_pair_config_is_only_derived_from_a_pair_train_config():
-    import dataclasses
-
-    from experiments.runtime.pair import PairConfig
-
+def test_the_pair_run_refuses_a_one_agent_config_and_derives_its_sizes():
     with pytest.raises(ConfigError) as e:
-        pair_config(validate(cfg("algo=grpo", "env=bugfix")))
+        check_pair_run(validate(cfg("algo=grpo", "env=bugfix")))
     assert str(e.value) == "env.name='bugfix' is not a two-agent env: a pair run needs env in pairfix"
-    with pytest.raises(TypeError):
-        PairConfig()  # no defaults: every value comes from the TrainConfig (experiments/runtime/schema.py)
-    pc = pair_config(validate(cfg("algo=ppo_ctde", "env=pairfix")))
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        pc.d_model = 8
+    c = validate(cfg("algo=ppo_ctde", "env=pairfix"))
     # budget.amount=1024 pair episodes at tasks_per_update 8 (AlgoConfig default): 128 updates;
     # num_envs = min(rollout.num_envs 64, 8) = 8; d_model 64 (policy=tiny = PolicyConfig default)
-    assert (pc.updates, pc.episodes_per_update, pc.num_envs, pc.d_model) == (128, 8, 8, 64)
+    assert (pair_updates(c), c.algo.tasks_per_update, pair_num_envs(c), c.policy.d_model) == (128, 8, 8, 64)
+
+
+@pytest.mark.slow
+def test_pair_run_stops_on_sigterm_and_resumes_exactly(tmp_path):
+    """SIGTERM after update 2 of 4 (a checkpoint is on disk) exits 130; the same command then
+    resumes and writes the same metrics lines as an uninterrupted run (wall-clock fields aside)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    wall = ("seconds", "wall", "per_second")
+    common = ["algo=ppo_independent", "env=pairfix", *TINY, "budget.amount=16", "eval.every=2", "logger=none",
+              f"warmstart.cache_dir={tmp_path / 'ws'}"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def rows(run):
+        return [{k: v for k, v in json.loads(x).items() if not any(w in k for w in wall)}
+                for x in (run / "metrics.jsonl").read_text().splitlines()]
+
+    def cmd(run):
+        return [sys.executable, "-m", "experiments.train", *common, f"run_dir={run}"]
+
+    whole = tmp_path / "whole"
+    subprocess.run(cmd(whole), cwd=ROOT, env=env, check=True, capture_output=True)
+    cut = tmp_path / "cut"
+    proc = subprocess.Popen(cmd(cut), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (cut / "metrics.jsonl").exists() and len((cut / "metrics.jsonl").read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    err = proc.communicate()[1].decode()
+    assert proc.returncode == 130, err
+    assert "interrupted at update" in err and 2 <= len(rows(cut)) < 4
+    again = subprocess.run(cmd(cut), cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+    assert "resumed" in again.stderr
+    assert rows(cut) == rows(whole) and len(rows(whole)) == 4

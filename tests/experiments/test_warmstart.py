@@ -10,9 +10,10 @@ from hydra import compose, initialize_config_dir
 
 from algos.policy import PolicyModel
 from envs.tokenizer import get_tokenizer
-from experiments.runtime.build import load_policy_weights, policy_shape
+from envs.episode import run_episode
+from experiments.runtime.build import load_policy_weights, make_env, policy_shape
 from experiments.runtime.config import register_configs, validate
-from experiments.runtime.warmstart import cache_key, demonstrations, ensure_warmstart
+from experiments.runtime.warmstart import cache_key, demonstrations, ensure_warmstart, make_demo_agent
 
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 register_configs()
@@ -229,3 +230,13 @@ def test_unbucketed_behaviour_clone_is_one_forward_at_per_minibatch_bitwise(tmp_
     assert all(torch.equal(a, b) for a, b in zip(got_model.state_dict().values(), ref.state_dict().values()))
     with pytest.raises(ValueError, match="bucketed=False with processes=2 invalid; allowed: processes=1"):
         behaviour_clone(got_model, trajs, epochs=1, lr=1e-3, batch_rows=4, seed=7, processes=2, bucketed=False)
+
+
+@pytest.mark.parametrize("env_name", ["bugfix", "long_horizon", "long_horizon_v2"])
+def test_each_single_agent_env_demonstrator_solves_its_env_at_zero_noise(tmp_path, env_name):
+    # the demo agent is looked up by env.name: at mistake rate 0 it is the oracle of that env's id
+    c = tiny(tmp_path, f"env={env_name}")
+    env = make_env(c)
+    wins = [run_episode(env, make_demo_agent(c.env.name, 0.0), seed=i, options={"task_index": i}).infos[-1]["verified"]
+            for i in range(5)]
+    assert wins == [1] * 5

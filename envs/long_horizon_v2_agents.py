@@ -1,0 +1,231 @@
+"""Scripted agents for ``agentrl/LongHorizon-v2`` (tests, calibration, behaviour-cloning demos).
+
+Same interface as the other scripted agents (``envs/agents.py``): ``agent.reset(env, seed)``
+after ``env.reset``, then ``agent.act(observation, info) -> str`` once per turn; every action is
+made of vocabulary words. Registry ``AGENTS`` / ``make_agent(name, **kwargs)``:
+
+- ``oracle``: knows the task (privileged); ``n_stages + 2`` turns, solves every task.
+- ``noisy_oracle`` (``mistake_rate``): the oracle, except that with probability ``mistake_rate``
+  an episode gets one wrong ``fix`` at a stage drawn uniformly from all stages (another approach
+  of the table). Its success is ``1 - mistake_rate`` at every ``n_stages``; a per-decision rate
+  would give ``(1 - rate) ** n_stages`` and no usable demonstrations at long horizons.
+- ``context_reader``: decides only from the text of its own context (reset by a compression).
+- ``forgetful`` (``window``): the context reader seeing only its last ``window`` observations,
+  so it loses the notes a few turns after reading them and guesses afterwards.
+- ``program_blind``: never reads the notes; gives each input a guessed approach (distinct
+  approaches for distinct inputs, kept for the episode): the best play without the table.
+- ``random``: random actions, some malformed, rarely ``submit`` / ``forfeit``.
+
+Each agent draws from its own generator seeded in ``reset`` (salted, never the env's stream).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from envs.episode import EpisodeRecord
+from envs.episode import run_episode as _run_episode
+from envs.long_horizon_v2 import FIX_NAMES
+
+MALFORMED_ACTIONS = (
+    "fix", "fix X", "fix A B", "read", "notes", "submit A", "status status", "read the notes",
+    "fix the stage", "stage",
+)
+_AGENT_SEED_SALT = 0x10C6B
+
+_RE_RULE = re.compile(r"(\w+) -> ([A-H])\b")
+_RE_STAGE = re.compile(r"(?:fails on (\w+) \.|no stages left : submit)")
+
+
+def _agent_rng(seed: int | None) -> np.random.Generator:
+    return np.random.default_rng(None if seed is None else [int(seed), _AGENT_SEED_SALT])
+
+
+class OracleAgent:
+    """Reads the notes, fixes every stage with its answer, submits (privileged: reads the task)."""
+
+    def __init__(self, read_notes: bool = True) -> None:
+        self.read_notes = read_notes
+
+    def reset(self, env, seed: int | None = None) -> None:
+        self.env = env.unwrapped
+        self.task = self.env.task
+        self._notes_done = not self.read_notes
+
+    def intended(self, info: dict) -> str:
+        if not self._notes_done:
+            self._notes_done = True
+            return "read notes"
+        left = info.get("stages_left", 0)
+        if left > 0:
+            return f"fix {self.task.answer(self.env.n_stages - left)}"
+        return "submit"
+
+    def act(self, observation: str, info: dict) -> str:
+        return self.intended(info)
+
+
+class NoisyOracleAgent(OracleAgent):
+    """The oracle with at most one wrong ``fix`` per episode (probability ``mistake_rate``, at a
+    uniformly drawn stage, another approach of the table)."""
+
+    def __init__(self, mistake_rate: float = 0.1, read_notes: bool = True) -> None:
+        super().__init__(read_notes=read_notes)
+        if isinstance(mistake_rate, bool) or not 0.0 <= mistake_rate <= 1.0:
+            raise ValueError(f"mistake_rate={mistake_rate!r} out of range; allowed: a number in [0, 1]")
+        self.mistake_rate = mistake_rate
+
+    def reset(self, env, seed: int | None = None) -> None:
+        super().reset(env, seed)
+        self.rng = _agent_rng(seed)
+        n = self.env.n_stages
+        self.mistake_stage = int(self.rng.integers(n)) if self.rng.random() < self.mistake_rate else -1
+        answers = sorted(set(self.task.table.values()))
+        right = self.task.answer(self.mistake_stage) if self.mistake_stage >= 0 else None
+        wrong = [a for a in answers if a != right]
+        self.wrong = wrong[int(self.rng.integers(len(wrong)))]
+
+    def act(self, observation: str, info: dict) -> str:
+        action = self.intended(info)
+        left = info.get("stages_left", 0)
+        if action.startswith("fix") and self.env.n_stages - left == self.mistake_stage:
+            return f"fix {self.wrong}"
+        return action
+
+
+def read_table(text: str) -> dict:
+    """The ``input -> approach`` pairs written in ``text`` (a later mention wins)."""
+    return {i: a for i, a in _RE_RULE.findall(text)}
+
+
+def current_input(text: str) -> str | None:
+    """The input of the latest stage line in ``text``; ``""`` once no stage is left; None when
+    ``text`` shows no stage line."""
+    found = list(_RE_STAGE.finditer(text))
+    if not found:
+        return None
+    return found[-1].group(1) or ""
+
+
+class ContextReadingAgent:
+    """Decides only from its own context: the observations since the last compression (a step
+    whose ``info`` has ``"compression"`` restarts it from the compressed observation), or only the
+    last ``window`` observations when ``window`` is set. Rules: read the notes while no table is in
+    the context and no stage is done; ``submit`` once no stage is left; fix the current input with
+    the approach the context's table gives, else with a guess (distinct per input, kept)."""
+
+    def __init__(self, window: int | None = None) -> None:
+        if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+            raise ValueError(f"window={window!r} out of range; allowed: None or an int >= 1")
+        self.window = window
+
+    def reset(self, env, seed: int | None = None) -> None:
+        self.rng = _agent_rng(seed)
+        self.context: list[str] = []
+        self.guesses: dict = {}
+        self.acted = False
+
+    def _guess(self, name: str) -> str:
+        if name not in self.guesses:
+            free = [a for a in FIX_NAMES if a not in self.guesses.values()] or list(FIX_NAMES)
+            self.guesses[name] = free[int(self.rng.integers(len(free)))]
+        return self.guesses[name]
+
+    def act(self, observation: str, info: dict) -> str:
+        if "compression" in info:
+            self.context = [observation]
+        else:
+            self.context.append(observation)
+        if self.window is not None:
+            self.context = self.context[-self.window:]
+        text = "\n".join(self.context)
+        table = read_table(text)
+        name = current_input(text)
+        if not table and not self.acted:
+            self.acted = True
+            return "read notes"
+        self.acted = True
+        if name is None:
+            return "status"
+        if name == "":
+            return "submit"
+        return f"fix {table[name] if name in table else self._guess(name)}"
+
+
+class ForgetfulAgent(ContextReadingAgent):
+    """The context reader with a window of ``window`` observations (default 3): it reads the
+    notes, and once they left its window it guesses."""
+
+    def __init__(self, window: int = 3) -> None:
+        super().__init__(window=window)
+
+
+class ProgramBlindAgent(ContextReadingAgent):
+    """Never reads the notes: fixes each input with a guessed approach (distinct per input, kept
+    for the episode), then submits. Success ``prod_k 1 / (8 - k)`` over the table's inputs."""
+
+    def act(self, observation: str, info: dict) -> str:
+        self.acted = True
+        name = current_input(observation)
+        if name is None:
+            return "status"
+        if name == "":
+            return "submit"
+        return f"fix {self._guess(name)}"
+
+
+class RandomAgent:
+    """Samples actions: mostly ``fix`` / ``status`` / ``read notes``, ``p_invalid`` malformed ones
+    (a ``compact`` request now and then), rarely ``submit`` or ``forfeit``."""
+
+    def __init__(self, p_invalid: float = 0.2, p_submit: float = 0.03, p_forfeit: float = 0.01) -> None:
+        self.p_invalid, self.p_submit, self.p_forfeit = p_invalid, p_submit, p_forfeit
+
+    def reset(self, env, seed: int | None = None) -> None:
+        self.rng = _agent_rng(seed)
+
+    def act(self, observation: str, info: dict) -> str:
+        u = self.rng.random()
+        if u < self.p_forfeit:
+            return "forfeit"
+        if u < self.p_forfeit + self.p_submit:
+            return "submit"
+        if u < self.p_forfeit + self.p_submit + self.p_invalid:
+            if self.rng.random() < 0.1:
+                return "compact"
+            return MALFORMED_ACTIONS[int(self.rng.integers(len(MALFORMED_ACTIONS)))]
+        kind = int(self.rng.integers(4))
+        if kind == 0:
+            return "read notes"
+        if kind == 1:
+            return "status"
+        return f"fix {FIX_NAMES[int(self.rng.integers(len(FIX_NAMES)))]}"
+
+
+AGENTS = {
+    "oracle": OracleAgent,
+    "noisy_oracle": NoisyOracleAgent,
+    "context_reader": ContextReadingAgent,
+    "forgetful": ForgetfulAgent,
+    "program_blind": ProgramBlindAgent,
+    "random": RandomAgent,
+}
+#: the scripted agents that do not read the hidden task (the floors of ``experiments.calibrate``)
+FLOOR_AGENTS = ("random", "program_blind", "forgetful")
+
+
+def make_agent(name: str, **kwargs):
+    """Build a registered LongHorizon-v2 agent; ``ValueError`` lists the valid names."""
+    try:
+        factory = AGENTS[name]
+    except KeyError:
+        raise ValueError(f"unknown agent {name!r}; allowed: {', '.join(AGENTS)}") from None
+    return factory(**kwargs)
+
+
+def run_episode(env, agent, seed: int | None = None, options: dict | None = None,
+                max_steps: int = 100_000) -> EpisodeRecord:
+    """Reset ``env`` and the agent, play until the episode ends (``envs.episode.run_episode``)."""
+    return _run_episode(env, agent, seed, options, max_steps)
