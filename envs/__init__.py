@@ -1,7 +1,7 @@
 """Text environments for tool-using agents, registered with Gymnasium.
 
 ``import envs`` registers ``agentrl/BugFix-v2``, ``agentrl/LongHorizon-v1`` and
-``agentrl/LongHorizon-v2`` (a different task family; v1 stays registered for its claims) (the only place
+``agentrl/LongHorizon-v3`` (a different task family; v1 stays registered for its claims) (the only place
 ``gymnasium.register`` is called). Earlier versions are not registered: ``gymnasium.make`` of one
 raises Gymnasium's ``DeprecatedEnv`` error naming the current version (each env's Version History
 says what changed). ``envs.make`` builds one with the optional
@@ -14,8 +14,8 @@ import gymnasium
 
 BUGFIX_ID = "agentrl/BugFix-v2"
 LONG_HORIZON_ID = "agentrl/LongHorizon-v1"
-LONG_HORIZON_V2_ID = "agentrl/LongHorizon-v2"
-ENV_IDS = (BUGFIX_ID, LONG_HORIZON_ID, LONG_HORIZON_V2_ID)
+LONG_HORIZON_V3_ID = "agentrl/LongHorizon-v3"
+ENV_IDS = (BUGFIX_ID, LONG_HORIZON_ID, LONG_HORIZON_V3_ID)
 # Two-agent envs (each a ``pettingzoo.AECEnv``, not a gymnasium.Env: gymnasium.make refuses them);
 # build one with ``envs.make_multi_agent``.
 PAIRFIX_ID = "agentrl/PairFix-v2"
@@ -24,7 +24,7 @@ MULTI_AGENT_ENVS = {PAIRFIX_ID: "envs.pairfix:PairFixEnv"}
 for _env_id, _entry_point in (
     (BUGFIX_ID, "envs.bugfix:BugFixEnv"),
     (LONG_HORIZON_ID, "envs.long_horizon:LongHorizonEnv"),
-    (LONG_HORIZON_V2_ID, "envs.long_horizon_v2:LongHorizonV2Env"),
+    (LONG_HORIZON_V3_ID, "envs.long_horizon_v3:LongHorizonV3Env"),
 ):
     if _env_id not in gymnasium.registry:
         # No TimeLimit wrapper: each env owns its turn limit (time_limit option) and stop reason.

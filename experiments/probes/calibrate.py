@@ -1,4 +1,4 @@
-"""Floor / ceiling calibration of BugFix-v2, LongHorizon-v1 and LongHorizon-v2 with scripted agents (no torch).
+"""Floor / ceiling calibration of BugFix-v2, LongHorizon-v1 and LongHorizon-v3 with scripted agents (no torch).
 
     python -m experiments.calibrate                      # every BugFix preset + LongHorizon
     python -m experiments.calibrate --episodes 2000 --difficulties easy --mistake-rates 0.03 0.1
@@ -7,7 +7,7 @@ Per BugFix difficulty: the **ceiling** (the informed oracle: it reads the progra
 tests; faults off), the **noisy** oracle at each ``--mistake-rates`` value (the preset's faults
 on), and the **floor**: every program-blind agent (``envs.agents.BLIND_AGENTS`` and ``random``;
 faults off, which only helps them). LongHorizon (default knobs): oracle (ceiling), ``forgetful``
-(tries approaches without remembering failures) and ``random`` (floor). LongHorizon-v2, one block
+(tries approaches without remembering failures) and ``random`` (floor). LongHorizon-v3, one block
 per ``--horizons`` value (``n_stages``, default 8 32 128): oracle (ceiling), ``context_reader``
 (decides from its own context only) and the floors ``program_blind`` (never reads the notes),
 ``forgetful`` (loses the notes after 3 observations) and ``random``; its ``check`` line asks
@@ -37,7 +37,7 @@ import envs
 from algos.metrics import binomial_confidence_interval
 from envs import agents as bugfix_agents
 from envs import long_horizon_agents as lh_agents
-from envs import long_horizon_v2_agents as lh2_agents
+from envs import long_horizon_v3_agents as lh2_agents
 from envs.bugfix import DIFFICULTIES, SPLITS, is_hack
 from envs.episode import run_episode
 
@@ -54,7 +54,7 @@ FLOOR_AGENTS = bugfix_agents.BLIND_AGENTS + ("random",)
 FLOOR_TARGET_EXEMPT = {"tutorial": "the main job's and the learning checks' task set: its floor is reported beside every result"}
 LONG_HORIZON_AGENTS = (("oracle", "ceiling"), ("forgetful", "middle"), ("random", "floor"))
 DEFAULT_HORIZONS = (8, 32, 128)
-LONG_HORIZON_V2_AGENTS = (("oracle", "ceiling"), ("context_reader", "ceiling"),
+LONG_HORIZON_V3_AGENTS = (("oracle", "ceiling"), ("context_reader", "ceiling"),
                           *((a, "floor") for a in lh2_agents.FLOOR_AGENTS))
 
 
@@ -106,7 +106,7 @@ def measure(env_id: str, difficulty: str, agent_name: str, role: str, episodes: 
     if env_id == envs.BUGFIX_ID:
         env = envs.make(env_id, **{**extra, "difficulty": difficulty, **({} if faults else {"faults": False})})
         agent = bugfix_agents.make_agent(agent_name, **kwargs)
-    elif env_id == envs.LONG_HORIZON_V2_ID:
+    elif env_id == envs.LONG_HORIZON_V3_ID:
         env = envs.make(env_id, **extra)
         agent = lh2_agents.make_agent(agent_name, **kwargs)
     else:
@@ -134,7 +134,7 @@ def measure(env_id: str, difficulty: str, agent_name: str, role: str, episodes: 
 
 def plan(difficulties, mistake_rates, long_horizon: bool, horizons=()) -> list[tuple]:
     """The (env id, difficulty, agent, role, faults, mistake rate) of every row, in print order;
-    a LongHorizon-v2 row's difficulty is ``stages=<n_stages>``."""
+    a LongHorizon-v3 row's difficulty is ``stages=<n_stages>``."""
     rows = []
     for d in difficulties:
         rows.append((envs.BUGFIX_ID, d, "oracle", "ceiling", False, None))
@@ -143,13 +143,13 @@ def plan(difficulties, mistake_rates, long_horizon: bool, horizons=()) -> list[t
     if long_horizon:
         rows += [(envs.LONG_HORIZON_ID, "default", a, role, True, None) for a, role in LONG_HORIZON_AGENTS]
     for h in horizons:
-        rows += [(envs.LONG_HORIZON_V2_ID, f"stages={h}", a, role, True, None) for a, role in LONG_HORIZON_V2_AGENTS]
+        rows += [(envs.LONG_HORIZON_V3_ID, f"stages={h}", a, role, True, None) for a, role in LONG_HORIZON_V3_AGENTS]
     return rows
 
 
 def _env_kwargs(env_id: str, difficulty: str) -> dict:
-    """Constructor knobs of a row: ``n_stages`` of a LongHorizon-v2 row, none otherwise."""
-    if env_id == envs.LONG_HORIZON_V2_ID:
+    """Constructor knobs of a row: ``n_stages`` of a LongHorizon-v3 row, none otherwise."""
+    if env_id == envs.LONG_HORIZON_V3_ID:
         return {"n_stages": int(difficulty.split("=")[1])}
     return {}
 
@@ -181,14 +181,14 @@ def format_table(rows: list[Row]) -> str:
 
 def checks(rows: list[Row]) -> list[str]:
     """One line per BugFix difficulty: ceiling >= 0.95, every floor agent <= 0.10, fitting's
-    training-reward rate <= 0.01; before them one line per LongHorizon-v2 horizon: every ceiling
+    training-reward rate <= 0.01; before them one line per LongHorizon-v3 horizon: every ceiling
     agent >= 0.95, every floor agent <= 0.10."""
     first = []
-    for d in dict.fromkeys(r.difficulty for r in rows if r.env == envs.LONG_HORIZON_V2_ID):
-        mine = [r for r in rows if r.env == envs.LONG_HORIZON_V2_ID and r.difficulty == d]
+    for d in dict.fromkeys(r.difficulty for r in rows if r.env == envs.LONG_HORIZON_V3_ID):
+        mine = [r for r in rows if r.env == envs.LONG_HORIZON_V3_ID and r.difficulty == d]
         low = min((r for r in mine if r.role == "ceiling"), key=lambda r: r.success)
         worst = max((r for r in mine if r.role == "floor"), key=lambda r: r.success)
-        first.append(f"check LongHorizon-v2 {d}: ceiling min {low.success:.3f} ({low.agent}) >= {CEILING_TARGET:.2f} "
+        first.append(f"check LongHorizon-v3 {d}: ceiling min {low.success:.3f} ({low.agent}) >= {CEILING_TARGET:.2f} "
                    f"{'ok' if low.success >= CEILING_TARGET else 'FAIL'} | floor max {worst.success:.3f} ({worst.agent}) "
                    f"<= {FLOOR_TARGET:.2f} {'ok' if worst.success <= FLOOR_TARGET else 'FAIL'}")
     out = []
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="heldout", choices=list(SPLITS))
     parser.add_argument("--no-long-horizon", action="store_true", help="skip the LongHorizon rows")
     parser.add_argument("--horizons", nargs="*", type=int, default=list(DEFAULT_HORIZONS),
-                        help="LongHorizon-v2 n_stages values, one block of rows each (none: no v2 rows)")
+                        help="LongHorizon-v3 n_stages values, one block of rows each (none: no v2 rows)")
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error(f"--episodes={args.episodes} invalid; allowed: an int >= 1")
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--mistake-rates {bad} invalid; allowed: numbers in [0, 1]")
     bad = [h for h in args.horizons if not 4 <= h <= 1000]
     if bad:
-        parser.error(f"--horizons {bad} invalid; allowed: ints in 4..1000 (LongHorizon-v2 n_stages at n_rules 4)")
+        parser.error(f"--horizons {bad} invalid; allowed: ints in 4..1000 (LongHorizon-v3 n_stages at n_rules 4)")
     rows = calibrate(args.difficulties, args.episodes, args.seed, tuple(args.mistake_rates), args.split,
                      not args.no_long_horizon, tuple(args.horizons) if not args.no_long_horizon else ())
     print(f"calibration: {args.episodes} episodes per row, seed {args.seed}, split {args.split}, task_index = i, "

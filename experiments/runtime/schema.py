@@ -33,7 +33,7 @@ from algos.ppo import VALUE_LEVELS
 from algos.trainer import LR_SCHEDULES, OFF_POLICY_CORRECTIONS, RATIO_KINDS
 from envs.compression import STRATEGIES, TRIGGERS
 
-ENV_NAMES = ("bugfix", "long_horizon", "long_horizon_v2", "pairfix")
+ENV_NAMES = ("bugfix", "long_horizon", "long_horizon_v3", "pairfix")
 #: two-agent envs (run by experiments/runtime/pair.py) and the algorithms that train them
 PAIR_ENVS = ("pairfix",)
 PAIR_ALGOS = ("ppo_ctde", "ppo_independent")
@@ -62,7 +62,7 @@ def _at_least(name: str, value, low) -> None:
 
 @dataclass
 class EnvConfig:
-    # short name: bugfix | long_horizon | long_horizon_v2 | pairfix (selects the demo agent; names the run directory)
+    # short name: bugfix | long_horizon | long_horizon_v3 | pairfix (selects the demo agent; names the run directory)
     name: str = "bugfix"
     # gymnasium id
     id: str = "agentrl/BugFix-v2"

@@ -190,7 +190,8 @@ def test_long_horizon_constructor_validates_every_kwarg_in_one_line(kwargs, mess
 
 @pytest.mark.parametrize("old, new", [("agentrl/BugFix-v0", "agentrl/BugFix-v2"),
                                       ("agentrl/BugFix-v1", "agentrl/BugFix-v2"),
-                                      ("agentrl/LongHorizon-v0", "agentrl/LongHorizon-v2")])
+                                      ("agentrl/LongHorizon-v0", "agentrl/LongHorizon-v3"),
+                                      ("agentrl/LongHorizon-v2", "agentrl/LongHorizon-v3")])
 def test_old_versions_are_deprecated_in_favour_of_the_current_one(old, new):
     with pytest.raises(gymnasium.error.DeprecatedEnv, match=new):
         gymnasium.make(old)

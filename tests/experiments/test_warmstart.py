@@ -232,7 +232,7 @@ def test_unbucketed_behaviour_clone_is_one_forward_at_per_minibatch_bitwise(tmp_
         behaviour_clone(got_model, trajs, epochs=1, lr=1e-3, batch_rows=4, seed=7, processes=2, bucketed=False)
 
 
-@pytest.mark.parametrize("env_name", ["bugfix", "long_horizon", "long_horizon_v2"])
+@pytest.mark.parametrize("env_name", ["bugfix", "long_horizon", "long_horizon_v3"])
 def test_each_single_agent_env_demonstrator_solves_its_env_at_zero_noise(tmp_path, env_name):
     # the demo agent is looked up by env.name: at mistake rate 0 it is the oracle of that env's id
     c = tiny(tmp_path, f"env={env_name}")

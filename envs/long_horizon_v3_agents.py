@@ -1,4 +1,4 @@
-"""Scripted agents for ``agentrl/LongHorizon-v2`` (tests, calibration, behaviour-cloning demos).
+"""Scripted agents for ``agentrl/LongHorizon-v3`` (tests, calibration, behaviour-cloning demos).
 
 Same interface as the other scripted agents (``envs/agents.py``): ``agent.reset(env, seed)``
 after ``env.reset``, then ``agent.act(observation, info) -> str`` once per turn; every action is
@@ -27,7 +27,7 @@ import numpy as np
 
 from envs.episode import EpisodeRecord
 from envs.episode import run_episode as _run_episode
-from envs.long_horizon_v2 import FIX_NAMES
+from envs.long_horizon_v3 import FIX_NAMES, INPUTS
 
 MALFORMED_ACTIONS = (
     "fix", "fix X", "fix A B", "read", "notes", "submit A", "status status", "read the notes",
@@ -35,7 +35,7 @@ MALFORMED_ACTIONS = (
 )
 _AGENT_SEED_SALT = 0x10C6B
 
-_RE_RULE = re.compile(r"(\w+) -> ([A-H])\b")
+_RE_RULE = re.compile(r"\b(" + "|".join(INPUTS) + r") ([A-H])\b")
 _RE_STAGE = re.compile(r"(?:fails on (\w+) \.|no stages left : submit)")
 
 
@@ -60,7 +60,8 @@ class OracleAgent:
             return "read notes"
         left = info.get("stages_left", 0)
         if left > 0:
-            return f"fix {self.task.answer(self.env.n_stages - left)}"
+            stage = self.env.n_stages - left
+            return f"fix {self.task.stages[stage]} {self.task.answer(stage)}"
         return "submit"
 
     def act(self, observation: str, info: dict) -> str:
@@ -91,7 +92,7 @@ class NoisyOracleAgent(OracleAgent):
         action = self.intended(info)
         left = info.get("stages_left", 0)
         if action.startswith("fix") and self.env.n_stages - left == self.mistake_stage:
-            return f"fix {self.wrong}"
+            return f"fix {self.task.stages[self.mistake_stage]} {self.wrong}"
         return action
 
 
@@ -151,7 +152,7 @@ class ContextReadingAgent:
             return "status"
         if name == "":
             return "submit"
-        return f"fix {table[name] if name in table else self._guess(name)}"
+        return f"fix {name} {table[name] if name in table else self._guess(name)}"
 
 
 class ForgetfulAgent(ContextReadingAgent):
@@ -173,7 +174,7 @@ class ProgramBlindAgent(ContextReadingAgent):
             return "status"
         if name == "":
             return "submit"
-        return f"fix {self._guess(name)}"
+        return f"fix {name} {self._guess(name)}"
 
 
 class RandomAgent:
@@ -201,7 +202,7 @@ class RandomAgent:
             return "read notes"
         if kind == 1:
             return "status"
-        return f"fix {FIX_NAMES[int(self.rng.integers(len(FIX_NAMES)))]}"
+        return f"fix {INPUTS[int(self.rng.integers(len(INPUTS)))]} {FIX_NAMES[int(self.rng.integers(len(FIX_NAMES)))]}"
 
 
 AGENTS = {
@@ -217,7 +218,7 @@ FLOOR_AGENTS = ("random", "program_blind", "forgetful")
 
 
 def make_agent(name: str, **kwargs):
-    """Build a registered LongHorizon-v2 agent; ``ValueError`` lists the valid names."""
+    """Build a registered LongHorizon-v3 agent; ``ValueError`` lists the valid names."""
     try:
         factory = AGENTS[name]
     except KeyError:

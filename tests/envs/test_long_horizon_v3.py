@@ -1,4 +1,4 @@
-"""LongHorizon-v2: Gymnasium API, determinism, the split, the horizon knob, credit over the
+"""LongHorizon-v3: Gymnasium API, determinism, the split, the horizon knob, credit over the
 horizon, compression through structured_summary, constructor validation, scripted agents."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import envs
-from envs.long_horizon_v2 import FIX_NAMES, INPUTS, LongHorizonV2Env, make_task, table_parity
-from envs.long_horizon_v2_agents import (
+from envs.long_horizon_v3 import FIX_NAMES, INPUTS, LongHorizonV3Env, make_task, table_parity
+from envs.long_horizon_v3_agents import (
     ContextReadingAgent,
     NoisyOracleAgent,
     OracleAgent,
@@ -22,19 +22,19 @@ from envs.long_horizon_v2_agents import (
 )
 from envs.tokenizer import get_tokenizer
 
-ID = envs.LONG_HORIZON_V2_ID
+ID = envs.LONG_HORIZON_V3_ID
 TOK = get_tokenizer()
 HORIZONS = (8, 32, 128)
 SUMMARY = {"strategy": "structured_summary", "max_compactions": 32}
 
 
-def make(**kwargs) -> LongHorizonV2Env:
+def make(**kwargs) -> LongHorizonV3Env:
     return gym.make(ID, **kwargs).unwrapped
 
 
-def oracle_actions(env: LongHorizonV2Env) -> list[str]:
+def oracle_actions(env: LongHorizonV3Env) -> list[str]:
     task = env.task
-    return ["read notes"] + [f"fix {task.answer(k)}" for k in range(env.n_stages)] + ["submit"]
+    return ["read notes"] + [f"fix {task.stages[k]} {task.answer(k)}" for k in range(env.n_stages)] + ["submit"]
 
 
 def play(env, actions):
@@ -45,7 +45,7 @@ def play(env, actions):
 def test_registered_beside_v1_and_check_env_passes_without_warnings():
     assert envs.LONG_HORIZON_ID in gym.registry and ID in gym.registry
     env = gym.make(ID)
-    assert isinstance(env.unwrapped, LongHorizonV2Env)
+    assert isinstance(env.unwrapped, LongHorizonV3Env)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check_env(env.unwrapped)
@@ -60,10 +60,11 @@ def test_reset_observation_is_statement_and_first_stage_hand_counted():
     lines = obs.split("\n")
     assert "\n".join(lines[:3]) == env.task_statement()
     assert lines[3] == f"stage 1 : fails on {env.task.stages[0]} ."
-    # 25 + 13 + 13 + 7 words ("task : fix a stage ... then submit .", "read the notes first ... fix .",
-    # the actions line, "stage 1 : fails on <input> .") + 3 line breaks = 61 tokens
-    assert [len(line.split()) for line in lines] == [25, 13, 13, 7]
-    assert TOK.count(obs) == 61
+    # 29 + 13 + 14 + 7 words ("task : fix a stage ... : fix input X . finish 8 stages , then submit .",
+    # "read the notes first ... fix .", the actions line "actions : ... | fix input X | ...",
+    # "stage 1 : fails on <input> .") + 3 line breaks = 66 tokens
+    assert [len(line.split()) for line in lines] == [29, 13, 14, 7]
+    assert TOK.count(obs) == 66
     assert info["turn"] == 0 and info["stages_left"] == 8 and info["wrong_fixes"] == 0
 
 
@@ -72,16 +73,16 @@ def test_observations_are_short_and_hand_counted():
     env.reset(seed=0, options={"task_index": 5})
     task = env.task
     obs, *_ = env.step("read notes")
-    # "notes : a -> A , b -> B , c -> C , d -> D ." = 2 + 4 * 3 + 3 commas + 1 = 18 words, a line
-    # break, then the 7-word stage line
+    # "notes : a A , b B , c C , d D ." = 2 + 4 * 2 + 3 commas + 1 = 14 words, a line break, then
+    # the 7-word stage line
     assert obs == f"notes : {task.notes()} .\nstage 1 : fails on {task.stages[0]} ."
-    assert TOK.count(obs) == 18 + 1 + 7
-    obs, *_ = env.step(f"fix {task.answer(0)}")
+    assert TOK.count(obs) == 14 + 1 + 7
+    obs, *_ = env.step(f"fix {task.stages[0]} {task.answer(0)}")
     assert obs == f"stage 2 : fails on {task.stages[1]} ." and TOK.count(obs) == 7
     assert env.step("status")[0] == f"status : 7 stages left , stage 2 : fails on {task.stages[1]} ."
     verbose = make(n_stages=8, verbose=25)
     verbose.reset(seed=0, options={"task_index": 5})
-    obs, *_ = verbose.step("fix A")
+    obs, *_ = verbose.step(f"fix {verbose.task.stages[0]} A")
     # stage line + 25 filler words in lines of 10, 10, 5: 7 + 25 + 3 line breaks = 35 tokens
     assert TOK.count(obs) == 35
     assert not any(w.lstrip("-").isdigit() for w in obs.split("\n", 1)[1].split())
@@ -151,7 +152,7 @@ def test_heldout_answers_and_words_all_appear_in_train_episodes():
 
     train_words, train_answers = words("train", 200)
     heldout_words, heldout_answers = words("heldout", 100)
-    assert heldout_answers <= train_answers == {f"fix {a}" for a in FIX_NAMES}
+    assert heldout_answers <= train_answers == {f"fix {i} {a}" for i in INPUTS[:4] for a in FIX_NAMES}
     assert heldout_words <= train_words
     # every single rule (input -> approach) of the held-out split occurs in train tables
     pairs = lambda split, n: {p for i in range(n) for p in make_task(split, i, 4, 8).table.items()}
@@ -178,7 +179,7 @@ def test_one_wrong_fix_at_any_stage_fails_the_episode_silently(where):
     actions = oracle_actions(right)
     other = next(a for a in sorted(set(right.task.table.values())) if a != right.task.answer(stage))
     bad = list(actions)
-    bad[1 + stage] = f"fix {other}"
+    bad[1 + stage] = f"fix {right.task.stages[stage]} {other}"
     good_steps, bad_steps = play(right, actions), play(wrong, bad)
     # the wrong fix is silent: the same observations up to the submit verdict
     assert [s[0] for s in good_steps[:-1]] == [s[0] for s in bad_steps[:-1]]
@@ -194,7 +195,7 @@ def test_one_wrong_fix_at_any_stage_fails_the_episode_silently(where):
 def test_submit_early_fails_and_the_notes_are_archived_after_the_first_fix():
     env = make(n_stages=8)
     env.reset(seed=0, options={"task_index": 1})
-    obs, r, term, trunc, info = env.step(f"fix {env.task.answer(0)}")
+    obs, r, term, trunc, info = env.step(f"fix {env.task.stages[0]} {env.task.answer(0)}")
     assert info["stages_left"] == 7
     obs, _, _, _, info = env.step("read notes")
     assert (obs, info["tool_status"]) == ("error: the notes are archived after the first fix .", "error")
@@ -202,6 +203,20 @@ def test_submit_early_fails_and_the_notes_are_archived_after_the_first_fix():
     obs, r, term, trunc, info = env.step("submit")
     assert (obs, r, term, trunc, info["stop_reason"], info["verified"]) == (
         "submitted : failed .", 0.0, True, False, "submitted_failed", 0)
+
+
+def test_fix_naming_another_input_than_the_stages_is_an_error_without_state_change():
+    env = make(n_stages=8)
+    env.reset(seed=0, options={"task_index": 2})
+    failing = env.task.stages[0]
+    other = next(i for i in INPUTS[:4] if i != failing)
+    key = env.state_key()
+    obs, r, term, trunc, info = env.step(f"fix {other} {env.task.answer(0)}")
+    assert (obs, info["tool_status"], info["stages_left"], info["turn"]) == (
+        f"error: stage 1 : fails on {failing} .", "error", 8, 1)
+    assert info["state_key"] == key and (r, term, trunc) == (0.0, False, False)
+    # the right input with the table's approach then fixes the stage
+    assert env.step(f"fix {failing} {env.task.answer(0)}")[4]["stages_left"] == 7
 
 
 def test_format_errors_cost_a_turn_and_three_in_a_row_end_the_episode():
@@ -260,7 +275,7 @@ def test_compression_strategies_that_drop_the_table_fail_the_context_reader():
 ])
 def test_each_constructor_knob_bad_value_is_a_one_line_value_error(kwargs, message):
     with pytest.raises(ValueError) as e:
-        LongHorizonV2Env(**kwargs)
+        LongHorizonV3Env(**kwargs)
     assert str(e.value) == message and "\n" not in str(e.value)
 
 
