@@ -16,8 +16,8 @@ whose joblib launcher starts worker processes: that one runs as a subprocess (``
   is tests/experiments/test_launchers.py's; the ``--methods`` example runs at ``--tiny`` in
   tests/experiments/test_compare_methods.py, ``--preset pairfix`` in
   tests/experiments/test_compare_pairfix.py);
-- ``experiments.warmstart``: ``experiment=tiny``; ``experiments.calibrate``: ``--episodes 5`` (in
-  place of any ``--episodes N``);
+- ``experiments.warmstart``: ``experiment=tiny`` (and the tiny compression budget);
+  ``experiments.calibrate``: ``--episodes 5`` (in place of any ``--episodes N``);
   ``experiments.critic_probe``: 8 rollouts, 2 steps on ``experiment=learn_tiny``;
   ``experiments.value_ceiling``: run on a 2-update learn_tiny PPO run by
   tests/experiments/test_value_ceiling.py;
@@ -143,8 +143,10 @@ def tiny_case(cmd: str) -> Case:
     if module == "experiments.calibrate":
         kept = [a for i, a in enumerate(args) if a != "--episodes" and (i == 0 or args[i - 1] != "--episodes")]
         return Case(exe + kept + ["--episodes", "5"], env)
-    if module == "experiments.warmstart" and not args:
-        return Case(exe + ["experiment=tiny"], env)
+    if module == "experiments.warmstart":
+        tiny = ["experiment=tiny"] + (["compression.budget_tokens=128"] if any(
+            a.startswith("compression=") and a != "compression=none" for a in args) else [])
+        return Case(exe + args + tiny, env)
     if module == "experiments.critic_probe":
         # a few rollouts and steps on the learning check's tutorial tasks (its warm start: seconds)
         return Case(exe + ["--rollouts", "8", "--steps", "2", "--every", "1", "--", "experiment=learn_tiny", "algo=ppo"], env)

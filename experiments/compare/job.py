@@ -74,10 +74,11 @@ PRESETS: dict[str, str] = {
     "bugfix": "compare_bugfix",
     "long_horizon": "compare_long_horizon",
     "pairfix": "compare_pairfix",
+    "horizon": "compare_horizon",
 }
 #: The env (``env.name``) each preset trains on.
 PRESET_ENVS: dict[str, str] = {"small": "bugfix", "bugfix": "bugfix", "long_horizon": "long_horizon",
-                               "pairfix": "pairfix"}
+                               "pairfix": "pairfix", "horizon": "long_horizon_v3"}
 LAUNCHERS = ("joblib", "ray")
 #: ``hydra/launcher=`` values of :func:`sweep_command`: the ``--launcher`` choices plus Hydra's
 #: built-in ``basic`` (sequential, in the multirun process), which ``--tiny`` picks by default.
@@ -109,7 +110,7 @@ class MethodSpec:
     :data:`STEP_REWARD_MODES`, an override the user passes after ``--``)."""
 
     name: str
-    envs: tuple[str, ...] = ("bugfix", "long_horizon")
+    envs: tuple[str, ...] = ("bugfix", "long_horizon", "long_horizon_v3")
     step_rewards: bool = False
 
 
@@ -134,6 +135,7 @@ DEFAULT_METHODS: tuple[str, ...] = ("grpo", "ppo")
 PRESET_METHODS: dict[str, tuple[str, ...]] = {
     "small": DEFAULT_METHODS, "bugfix": DEFAULT_METHODS, "long_horizon": DEFAULT_METHODS,
     "pairfix": ("ppo_independent", "ppo_ctde"),
+    "horizon": ("grpo", "ppo", "gigpo"),
 }
 #: ``env.kwargs.reward_mode`` values that pay per-step rewards (BugFix-v2; LongHorizon-v1 has none).
 STEP_REWARD_MODES: tuple[str, ...] = ("process", "biased_process")
@@ -236,7 +238,8 @@ TINY_OVERRIDES_PAIR: tuple[str, ...] = (
 )
 #: ``--tiny`` overrides per ``env.name`` (every env of :data:`PRESET_ENVS` has one).
 TINY_OVERRIDES_BY_ENV: dict[str, tuple[str, ...]] = {
-    "bugfix": TINY_OVERRIDES, "long_horizon": TINY_OVERRIDES, "pairfix": TINY_OVERRIDES_PAIR,
+    "bugfix": TINY_OVERRIDES, "long_horizon": TINY_OVERRIDES, "long_horizon_v3": TINY_OVERRIDES,
+    "pairfix": TINY_OVERRIDES_PAIR,
 }
 
 

@@ -37,7 +37,7 @@ import envs
 from algos.metrics import binomial_confidence_interval
 from envs import agents as bugfix_agents
 from envs import long_horizon_agents as lh_agents
-from envs import long_horizon_v3_agents as lh2_agents
+from envs import long_horizon_v3_agents as lh3_agents
 from envs.bugfix import DIFFICULTIES, SPLITS, is_hack
 from envs.episode import run_episode
 
@@ -55,7 +55,7 @@ FLOOR_TARGET_EXEMPT = {"tutorial": "the main job's and the learning checks' task
 LONG_HORIZON_AGENTS = (("oracle", "ceiling"), ("forgetful", "middle"), ("random", "floor"))
 DEFAULT_HORIZONS = (8, 32, 128)
 LONG_HORIZON_V3_AGENTS = (("oracle", "ceiling"), ("context_reader", "ceiling"),
-                          *((a, "floor") for a in lh2_agents.FLOOR_AGENTS))
+                          *((a, "floor") for a in lh3_agents.FLOOR_AGENTS))
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def measure(env_id: str, difficulty: str, agent_name: str, role: str, episodes: 
         agent = bugfix_agents.make_agent(agent_name, **kwargs)
     elif env_id == envs.LONG_HORIZON_V3_ID:
         env = envs.make(env_id, **extra)
-        agent = lh2_agents.make_agent(agent_name, **kwargs)
+        agent = lh3_agents.make_agent(agent_name, **kwargs)
     else:
         env = envs.make(env_id, **extra)
         agent = lh_agents.make_agent(agent_name, **kwargs)

@@ -28,7 +28,7 @@ from typing import Any
 
 import envs
 from algos.metrics import binomial_confidence_interval
-from envs import long_horizon_v3_agents as lh2_agents
+from envs import long_horizon_v3_agents as lh3_agents
 from envs.bugfix.config import BASE_DIFFICULTY
 from experiments.probes.calibrate import FLOOR_AGENTS, measure
 from experiments.report.load import Run, config_get
@@ -101,7 +101,7 @@ def agents_of(env_id: str) -> tuple[str, tuple[str, ...]]:
     if env_id == envs.BUGFIX_ID:
         return "oracle", tuple(FLOOR_AGENTS)
     if env_id == envs.LONG_HORIZON_V3_ID:
-        return "oracle", tuple(lh2_agents.FLOOR_AGENTS)
+        return "oracle", tuple(lh3_agents.FLOOR_AGENTS)
     return "oracle", ("random",)
 
 

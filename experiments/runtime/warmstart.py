@@ -37,7 +37,7 @@ from algos.policy import PolicyModel
 from algos.rollout import demo_to_trajectory, evaluate
 from envs import agents as bugfix_agents
 from envs import long_horizon_agents as lh_agents
-from envs import long_horizon_v3_agents as lh2_agents
+from envs import long_horizon_v3_agents as lh3_agents
 from envs.episode import run_episode
 from experiments.runtime.bc import behaviour_clone
 from experiments.runtime.build import compression_kwargs, eval_engine, make_env, policy_shape, start_eval_seed
@@ -49,7 +49,7 @@ from experiments.runtime.seeds import DEMO
 DEMO_AGENTS = {
     "bugfix": bugfix_agents.NoisyOracleAgent,
     "long_horizon": lh_agents.NoisyOracleAgent,
-    "long_horizon_v3": lh2_agents.NoisyOracleAgent,
+    "long_horizon_v3": lh3_agents.NoisyOracleAgent,
 }
 
 
