@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from entry import run_entry
 from experiments.compare import job as C
@@ -79,6 +80,20 @@ def test_sweep_command_adds_the_algo_sweep_only_for_other_methods(tmp_path):
     assert not any(a.startswith("algo=") for a in today)  # the preset's sweeper params: algo grpo,ppo
     cmd = C.sweep_command("long_horizon", tmp_path, "g", seeds=[0], methods=("grpo", "gigpo"), overrides=["x=1"])
     assert cmd[4] == "experiment=compare_long_horizon" and cmd[-3:] == ["algo=grpo,gigpo", "seed=0", "x=1"]
+
+
+def test_horizon_preset_sweeps_its_three_methods_on_long_horizon_v3_with_a_terminating_turn_limit():
+    root = Path(__file__).resolve().parents[2] / "configs"
+    data = yaml.safe_load((root / "experiment" / "compare_horizon.yaml").read_text())
+    assert set(data["hydra"]["sweeper"]["params"]["algo"].split(",")) == set(C.PRESET_METHODS["horizon"])
+    assert C.PRESET_METHODS["horizon"][0] == "grpo"  # the baseline of the Conclusion
+    assert {"override /env": "long_horizon_v3"} in data["defaults"] and C.PRESET_ENVS["horizon"] == "long_horizon_v3"
+    assert {"override /compression": "structured_summary"} in data["defaults"]
+    # 200 tasks x 2 attempts = 400 scored attempts per evaluation (samples_per_task from compare_base)
+    assert data["eval"]["tasks"] * 2 == 400
+    env = yaml.safe_load((root / "env" / "long_horizon_v3.yaml").read_text())
+    assert env["env"]["kwargs"]["time_limit"] == "termination"
+    C.check_methods(C.PRESET_METHODS["horizon"], "horizon")
 
 
 def test_main_rejects_bad_methods_before_any_compute(monkeypatch, capsys):

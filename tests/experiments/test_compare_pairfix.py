@@ -54,7 +54,7 @@ def test_pairfix_preset_methods_and_baseline():
     assert set(params["algo"].split(",")) == set(C.PRESET_METHODS["pairfix"]) and params["seed"] == "0,1,2"
     C.check_methods(("ppo_independent", "ppo_ctde"), "pairfix")
     with pytest.raises(C.MethodError, match=r"^--methods: 'grpo' does not run on preset 'pairfix' \(env pairfix\); "
-                                            r"grpo runs on env bugfix, long_horizon$"):
+                                            r"grpo runs on env bugfix, long_horizon, long_horizon_v3$"):
         C.check_methods(("ppo_ctde", "grpo"), "pairfix")
     with pytest.raises(C.MethodError, match=r"^--methods: 'ppo_ctde' does not run on preset 'long_horizon' "
                                             r"\(env long_horizon\); ppo_ctde runs on env pairfix$"):
@@ -99,7 +99,7 @@ def test_tiny_overrides_are_per_env():
     keys = {o.split("=", 1)[0] for o in C.TINY_OVERRIDES_PAIR}
     assert not keys & {"algo.group_size", "compression.budget_tokens"}
     with pytest.raises(C.MethodError, match=r"^--tiny: env 'nope' has no tiny overrides; allowed envs: bugfix, "
-                                            r"long_horizon, pairfix$"):
+                                            r"long_horizon, long_horizon_v3, pairfix$"):
         C.tiny_overrides("small", ["env=nope"])
 
 
