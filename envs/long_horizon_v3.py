@@ -418,14 +418,14 @@ class LongHorizonV3Env(gym.Env):
             if left == 0:
                 self._redundant += 1
                 return "error: no stages left .", "error", None, 0.0
-            named, arg = arg
+            named, approach = arg
             if named != task.stages[self._stages_done]:
-                # naming another input than the stage's fails on is a domain error, no state change
+                # a fix that names another input than the stage's: a domain error, no state change
                 return f"error: {self._stage_line()}", "error", None, 0.0
-            if arg != task.answer(self._stages_done):
+            if approach != task.answer(self._stages_done):
                 self._wrong += 1
                 self._first_wrong = self._first_wrong or self._stages_done + 1
-            self._fixes.append(arg)
+            self._fixes.append(approach)
             self._stages_done += 1
             return self._stage_line() + self._filler(), "ok", None, 0.0
         if kind == "submit":

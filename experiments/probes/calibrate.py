@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="heldout", choices=list(SPLITS))
     parser.add_argument("--no-long-horizon", action="store_true", help="skip the LongHorizon rows")
     parser.add_argument("--horizons", nargs="*", type=int, default=list(DEFAULT_HORIZONS),
-                        help="LongHorizon-v3 n_stages values, one block of rows each (none: no v2 rows)")
+                        help="LongHorizon-v3 n_stages values, one block of rows each (none: no v3 rows)")
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error(f"--episodes={args.episodes} invalid; allowed: an int >= 1")
