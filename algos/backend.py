@@ -3,8 +3,8 @@
 A backend is a context layout (how env text becomes context ids and sampled ids become env text)
 plus a model (cached sampling forwards for the engine, packed teacher-forced forwards for the
 trainer). Two implementations: :class:`TinyBackend` (``algos.policy.PolicyModel`` over the word
-vocabulary of ``envs.tokenizer``) and ``algos.hf_backend.HFBackend`` (any Hugging Face causal LM
-and its chat template).
+vocabulary of ``envs.tokenizer``) and ``algos.hf_backend.HFPolicy`` (any Hugging Face causal LM
+and its chat template, its own backend).
 
 Layout of one segment (``algos.batch``): ``first(obs_0)  a_1  next(obs_1)  a_2  next(obs_2) ...``
 where ``a_k`` are the sampled ids of action ``k`` (ending with a sampled end-of-action id, or,
@@ -51,6 +51,15 @@ class ContextLayout(Protocol):
         ids, the observation cut from the front; None: uncut)."""
         ...
 
+    def decode(self, ids: list[int]) -> str:
+        """Display text of any ids (transcripts): special and template marker ids are not shown."""
+        ...
+
+    def action_ids(self, text: str) -> list[int]:
+        """A demonstration's action ``text`` as ids ending with the end id (the warm start's
+        behaviour-cloning targets; a sampled action is never re-encoded)."""
+        ...
+
     def action_text(self, ids: list[int], capped: bool) -> str:
         """The text the env receives for an action's sampled ``ids`` (which end with a sampled
         end id unless ``capped``). Sampled ids are decoded, never re-encoded."""
@@ -79,6 +88,12 @@ class WordLayout:
         if limit is not None:
             ids = self._fit(ids, limit - 1)
         return [*ids, self.tok.sep_id]
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tok.decode(ids)
+
+    def action_ids(self, text: str) -> list[int]:
+        return [*self.tok.encode(text), self.tok.eos_id]
 
     def action_text(self, ids: list[int], capped: bool) -> str:
         return self.tok.decode(ids if capped else ids[:-1])

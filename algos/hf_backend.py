@@ -1,4 +1,5 @@
-"""Any Hugging Face causal LM as the policy: ``HFBackend`` (``algos.backend.PolicyBackend``).
+"""Any Hugging Face causal LM as the policy: ``load_policy`` -> ``HFPolicy`` (the trainer-facing
+module and its own ``algos.backend.PolicyBackend``).
 
 Token in, token out. A segment's context is rendered once with the model's chat template:
 
@@ -14,18 +15,23 @@ start-up check (``check_template``) proves the rendering prefix-preserving over 
 suffix does not depend on the turns before it. A template that rewrites earlier turns, or whose
 assistant turn is not closed by the end-of-turn id, raises a one-line ``ValueError``.
 
-The model (``HFPolicy``, the trainer-facing module): ``AutoModelForCausalLM`` plus, for PPO, a
-value head ``Linear(hidden, 1)`` on the last hidden state. ``dtype`` / ``device`` "auto": CUDA and
-bfloat16 when present, else CPU float32. Sampling keeps one Hugging Face KV cache per row
-(``RowCache``): a prefill feeds a row's new context ids in one forward, a decode step one id.
-Behaviour log-probs are taken by the engine at the sampling temperature from these logits.
+The model (``HFPolicy``): ``AutoModelForCausalLM`` (optionally with ``peft`` LoRA adapters) plus,
+for PPO, a value head ``Linear(hidden, 1)`` on the last hidden state. ``dtype`` / ``device``
+"auto": CUDA and bfloat16 when present, else CPU float32. Sampling keeps one batched KV cache for
+all rows (``RowCache``): every engine step is one forward in which each row feeds its new ids
+(a prefill of context ids, or one sampled id) at its own positions, and an attention mask hides
+the columns that are not the row's own. Behaviour log-probs are taken by the engine at the
+sampling temperature from these logits.
 
-torch / transformers are imported inside this module only (``import algos`` never imports it).
+transformers and peft are imported inside the functions that need them: importing this module
+(``experiments.runtime.build`` does) loads neither, and ``import algos`` never imports it.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -100,6 +106,12 @@ class ChatLayout:
             obs = self._fit(obs, limit, self.suffix)
         return self.suffix(obs)
 
+    def decode(self, ids: list[int]) -> str:
+        return self.tok.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    def action_ids(self, text: str) -> list[int]:
+        return [*self.tok(text, add_special_tokens=False)["input_ids"], self.end_id]
+
     def action_text(self, ids: list[int], capped: bool) -> str:
         body = ids if capped else ids[:-1]
         return self.tok.decode(body, skip_special_tokens=False, clean_up_tokenization_spaces=False)
@@ -164,28 +176,94 @@ def check_template(layout: ChatLayout) -> None:
         prev_full = full
 
 
+@functools.lru_cache(maxsize=1)
+def _grow_layer_class():
+    """A ``transformers`` cache layer whose keys / values are views of preallocated buffers that
+    double when full, so appending copies only the new columns (``DynamicLayer`` concatenates the
+    whole cache at every step). Built on first use: transformers is imported lazily."""
+    from transformers.cache_utils import DynamicLayer
+
+    class GrowLayer(DynamicLayer):
+        buf_k = buf_v = None
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            n = self.keys.shape[-2] if self.keys.dim() == 4 else 0
+            need = n + key_states.shape[-2]
+            if self.buf_k is None or need > self.buf_k.shape[-2]:
+                cap = max(need, 2 * (self.buf_k.shape[-2] if self.buf_k is not None else 64))
+                b, h, _, d = key_states.shape
+                k = key_states.new_empty(b, h, cap, d)
+                v = value_states.new_empty(b, h, cap, value_states.shape[-1])
+                if n:
+                    k[:, :, :n], v[:, :, :n] = self.keys, self.values
+                self.buf_k, self.buf_v = k, v
+            self.buf_k[:, :, n:need] = key_states
+            self.buf_v[:, :, n:need] = value_states
+            self.keys, self.values = self.buf_k[:, :, :need], self.buf_v[:, :, :need]
+            return self.keys, self.values
+
+        def replace(self, keys, values) -> None:
+            """Hold exactly ``keys`` / ``values`` (after a compaction)."""
+            self.buf_k, self.buf_v = keys.contiguous(), values.contiguous()
+            self.keys, self.values = self.buf_k, self.buf_v
+
+    return GrowLayer
+
+
 class RowCache:
-    """One Hugging Face KV cache per row (``None``: empty); ``reset_rows`` empties rows."""
+    """The sampling cache of ``rows`` rows, batched: a ``transformers`` cache (``hf``; per layer
+    keys and values ``[rows, heads, W, head_dim]``) and ``valid [rows, W]`` (which columns hold an
+    id the row was fed), ``lengths`` (ids fed per row since its reset: the next id's position).
+    Columns are appended for all rows at once, so a row holds holes (masked out) where another row
+    fed more ids or it fed none; ``compact`` packs every row's valid columns to the left when holes
+    dominate. ``reset_rows`` empties rows (their columns become holes)."""
 
     def __init__(self, rows: int) -> None:
-        self.past: list = [None] * rows
-        self.lengths = [0] * rows
+        from transformers.cache_utils import Cache
+
+        self.hf = Cache(layer_class_to_replicate=_grow_layer_class())
+        self.valid = torch.zeros(rows, 0, dtype=torch.bool)
+        self.lengths = torch.zeros(rows, dtype=torch.long)
 
     def reset_rows(self, rows) -> None:
         for b in rows:
-            self.past[int(b)] = None
+            self.valid[int(b)] = False
             self.lengths[int(b)] = 0
+
+    def compact(self) -> None:
+        """Move each row's valid columns to the left (order kept) and cut the width to the longest
+        row. Attention reads positions from the rotary-encoded keys and order only through the
+        causal mask, under which every cached column precedes the next ids: numbers unchanged."""
+        width = int(self.valid.sum(1).max()) if self.valid.numel() else 0
+        order = torch.argsort((~self.valid).to(torch.int8), dim=1, stable=True)[:, :width]
+        for layer in self.hf.layers:
+            k, v = layer.keys, layer.values
+            idx = order.to(k.device)[:, None, :, None]
+            layer.replace(k.gather(2, idx.expand(-1, k.shape[1], -1, k.shape[3])),
+                          v.gather(2, idx.expand(-1, v.shape[1], -1, v.shape[3])))
+        self.valid = self.valid.gather(1, order)
 
 
 class HFPolicy(nn.Module):
-    """The trainer-facing module: a causal LM and an optional value head on its last hidden state."""
+    """A Hugging Face causal LM as the policy: the trainer-facing module (``forward`` /
+    ``forward_at`` / ``value_head`` / ``shape`` / ``n_params``) and its own
+    ``algos.backend.PolicyBackend`` (``layout``, ``new_cache``, ``step_last``; ``module`` is the
+    policy itself), so a copy of it (a behaviour snapshot, the KL reference) samples as it does.
 
-    def __init__(self, lm, value_head: bool = False) -> None:
+    ``lm``: the causal LM (a ``peft`` model when LoRA adapters are attached: the trunk and head are
+    then its base model's, with the adapters inside); ``value_head``: a zero-initialised
+    ``Linear(hidden, 1)`` on the last hidden state (PPO)."""
+
+    def __init__(self, lm, layout: ChatLayout, value_head: bool = False) -> None:
         super().__init__()
         self.lm = lm
-        cfg = lm.config
+        self.layout = layout
+        causal = lm.get_base_model() if hasattr(lm, "get_base_model") else lm
+        cfg = causal.config
         hidden = int(cfg.hidden_size)
-        self.value_head = nn.Linear(hidden, 1).to(lm.device, lm.dtype) if value_head else None
+        self.value_head = nn.Linear(hidden, 1).to(causal.device, causal.dtype) if value_head else None
         if self.value_head is not None:
             nn.init.zeros_(self.value_head.weight)
             nn.init.zeros_(self.value_head.bias)
@@ -193,20 +271,33 @@ class HFPolicy(nn.Module):
                                  n_heads=int(cfg.num_attention_heads),
                                  max_len=int(getattr(cfg, "max_position_embeddings", 2048)),
                                  critic="head" if value_head else "none")
+        # transformers >= 5.24 names the KV-cache argument ``cache``; earlier versions ``past_key_values``
+        self._cache_arg = "cache" if "cache" in inspect.signature(causal.forward).parameters else "past_key_values"
+
+    # ----- parts ------------------------------------------------------------------------------
+    @property
+    def causal(self):
+        """The causal LM itself (under LoRA: the base model, whose layers hold the adapters)."""
+        return self.lm.get_base_model() if hasattr(self.lm, "get_base_model") else self.lm
+
+    @property
+    def module(self) -> "HFPolicy":
+        return self
+
+    @property
+    def device(self) -> torch.device:
+        return self.causal.device
 
     def _hidden(self, tokens: torch.Tensor) -> torch.Tensor:
-        dev = self.lm.device
-        return self.lm.base_model(input_ids=tokens.to(dev), use_cache=False).last_hidden_state
+        return self.causal.base_model(input_ids=tokens.to(self.device), use_cache=False).last_hidden_state
 
+    # ----- trainer ----------------------------------------------------------------------------
     def forward(self, tokens: torch.Tensor, detach_value: bool = False):
         """``tokens [B, T]`` (right-padded; causal, so padding never changes real positions) ->
         ``(logits [B, T, V] float, values [B, T] | None)`` on ``tokens``' device."""
         h = self._hidden(tokens)
-        logits = self.lm.get_output_embeddings()(h).float().to(tokens.device)
-        values = None
-        if self.value_head is not None:
-            values = self.value_head(h.detach() if detach_value else h).squeeze(-1).float().to(tokens.device)
-        return logits, values
+        logits = self.causal.get_output_embeddings()(h).float().to(tokens.device)
+        return logits, self._values(h, tokens, detach_value)
 
     def forward_at(self, tokens: torch.Tensor, want: torch.Tensor, detach_value: bool = False):
         """Logits ``[n, V]`` only at the positions before the ids marked by ``want [B, T]``
@@ -216,17 +307,20 @@ class HFPolicy(nn.Module):
         h = self._hidden(tokens)
         b_idx, t_idx = torch.nonzero(want, as_tuple=True)
         dev = h.device
-        logits = self.lm.get_output_embeddings()(h[b_idx.to(dev), (t_idx - 1).to(dev)]).float().to(tokens.device)
-        values = None
-        if self.value_head is not None:
-            values = self.value_head(h.detach() if detach_value else h).squeeze(-1).float().to(tokens.device)
-        return logits, values
+        logits = self.causal.get_output_embeddings()(h[b_idx.to(dev), (t_idx - 1).to(dev)]).float().to(tokens.device)
+        return logits, self._values(h, tokens, detach_value)
+
+    def _values(self, h: torch.Tensor, tokens: torch.Tensor, detach_value: bool) -> torch.Tensor | None:
+        if self.value_head is None:
+            return None
+        return self.value_head(h.detach() if detach_value else h).squeeze(-1).float().to(tokens.device)
 
     def n_params(self) -> int:
-        """Matmul parameters: all but the input embedding table (counted once when tied to the head)."""
+        """Matmul parameters (LoRA adapters and value head included): all but the input embedding
+        table (counted once when tied to the output head)."""
         seen, total = set(), 0
-        emb = self.lm.get_input_embeddings().weight
-        tied = emb is self.lm.get_output_embeddings().weight
+        emb = self.causal.get_input_embeddings().weight
+        tied = emb is self.causal.get_output_embeddings().weight
         for p in self.parameters():
             if id(p) in seen or (p is emb and not tied):
                 continue
@@ -234,49 +328,92 @@ class HFPolicy(nn.Module):
             total += p.numel()
         return total
 
-
-class HFBackend:
-    """``algos.backend.PolicyBackend`` over a local Hugging Face model directory."""
-
-    def __init__(self, path: str | Path, value_head: bool = False, device: str = "auto", dtype: str = "auto",
-                 end_token: str | None = None, system: str | None = None) -> None:
-        from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
-
-        path = Path(path)
-        if not (path / "config.json").exists():
-            raise ValueError(f"policy.path={str(path)!r} is not a Hugging Face model directory (no config.json)")
-        self.device, self.dtype = resolve_device_dtype(device, dtype)
-        self.tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
-        if not self.tokenizer.chat_template:
-            raise ValueError(f"tokenizer of {str(path)!r} has no chat_template")
-        lm = AutoModelForCausalLM.from_pretrained(path, dtype=self.dtype).to(self.device)
-        self.module = HFPolicy(lm, value_head=value_head)
-        self.layout = ChatLayout(self.tokenizer, end_token, system, vocab_size=int(lm.config.vocab_size))
-        # transformers >= 5.24 names the KV-cache argument ``cache``; earlier versions ``past_key_values``
-        self._cache_arg = "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
-
+    # ----- sampling (PolicyBackend) -----------------------------------------------------------
     def new_cache(self, rows: int) -> RowCache:
         return RowCache(rows)
 
     @torch.no_grad()
     def step_last(self, cache: RowCache, tokens: torch.Tensor, n_new: torch.Tensor) -> torch.Tensor:
-        lm = self.module.lm
-        out = torch.zeros(tokens.shape[0], lm.config.vocab_size)
-        for b, n in enumerate(n_new.tolist()):
-            if n == 0:
-                continue
-            ids = tokens[b, :n][None].to(self.device)
-            res = lm(input_ids=ids, use_cache=True, logits_to_keep=1, **{self._cache_arg: cache.past[b]})
-            cache.past[b] = getattr(res, self._cache_arg)
-            cache.lengths[b] += n
-            out[b] = res.logits[0, -1].float().cpu()
-        return out
+        """One forward over every row: row ``b``'s new ids ``tokens[b, :n_new[b]]`` at positions
+        ``lengths[b], ...``, attending its own valid cached columns and its new ids (the attention
+        mask hides holes, padding and other rows' ids); a row with ``n_new = 0`` feeds a dummy id
+        that attends only itself and is recorded as a hole. Returns the logits at each row's last
+        new id (zeros for rows with ``n_new = 0``)."""
+        causal, dev = self.causal, self.device
+        rows = tokens.shape[0]
+        n = n_new.clamp(min=0)
+        width = max(int(n.max()), 1)
+        cols = torch.arange(width)
+        fed = cols[None, :] < n[:, None]  # [B, width]: real new ids
+        head = tokens[:, :width]
+        if head.shape[1] < width:
+            head = torch.nn.functional.pad(head, (0, width - head.shape[1]))
+        ids = torch.where(fed, head, torch.zeros_like(head))
+        attend = fed.clone()
+        attend[n == 0, 0] = True  # a dummy id must attend something: itself
+        mask = torch.cat([cache.valid, attend], dim=1)
+        pos = cache.lengths[:, None] + cols[None, :]
+        res = causal.base_model(input_ids=ids.to(dev), attention_mask=mask.to(dev).long(), position_ids=pos.to(dev),
+                                use_cache=True, **{self._cache_arg: cache.hf})
+        cache.valid = torch.cat([cache.valid, fed], dim=1)
+        cache.lengths = cache.lengths + n
+        if cache.valid.shape[1] > 2 * int(cache.valid.sum(1).max()) + 64:
+            cache.compact()
+        h = res.last_hidden_state
+        last = (n - 1).clamp(min=0).to(h.device)
+        logits = causal.get_output_embeddings()(h[torch.arange(rows, device=h.device), last]).float().cpu()
+        return torch.where((n > 0)[:, None], logits, torch.zeros_like(logits))
 
-    def forward_at(self, tokens, want, detach_value: bool = False):
-        return self.module.forward_at(tokens, want, detach_value=detach_value)
 
-    def n_params(self) -> int:
-        return self.module.n_params()
+@dataclass(frozen=True)
+class LoraSpec:
+    """LoRA adapters (``peft.LoraConfig``): rank ``r`` (0 = none: every weight trains), ``alpha``,
+    ``dropout`` and the target modules (``"all-linear"`` or comma-separated module names)."""
+
+    r: int = 0
+    alpha: int = 16
+    dropout: float = 0.0
+    targets: str = "all-linear"
 
 
-__all__ = ["ChatLayout", "HFBackend", "HFPolicy", "RowCache", "check_template", "resolve_device_dtype"]
+def is_local_model(path: str | Path) -> bool:
+    """A local Hugging Face model directory (one with a ``config.json``)."""
+    return (Path(path) / "config.json").is_file()
+
+
+def load_layout(path: str | Path, end_token: str | None = None, system: str | None = None) -> ChatLayout:
+    """The chat layout of a Hugging Face model (local directory or hub id) without its weights:
+    the fast tokenizer (``PreTrainedTokenizerFast``: ``AutoTokenizer`` can change ids when a model
+    config sits beside the tokenizer), its chat template checked at start-up (``ChatLayout``) and
+    the model config's vocabulary size. One-line ``ValueError`` for a missing chat template or end
+    id, or a template that fails the check."""
+    from transformers import AutoConfig, PreTrainedTokenizerFast
+
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(path))
+    if not tokenizer.chat_template:
+        raise ValueError(f"tokenizer of {str(path)!r} has no chat_template")
+    vocab = getattr(AutoConfig.from_pretrained(str(path)), "vocab_size", None)
+    return ChatLayout(tokenizer, end_token, system, vocab_size=int(vocab) if vocab is not None else None)
+
+
+def load_policy(path: str | Path, value_head: bool = False, device: str = "auto", dtype: str = "auto",
+                end_token: str | None = None, system: str | None = None, lora: LoraSpec | None = None) -> HFPolicy:
+    """The policy of a Hugging Face model: a local directory or a hub id (``from_pretrained``),
+    its chat layout (``load_layout``), placed on ``device`` in ``dtype`` ("auto":
+    ``resolve_device_dtype``), LoRA adapters attached when ``lora.r > 0``."""
+    from transformers import AutoModelForCausalLM
+
+    dev, dt = resolve_device_dtype(device, dtype)
+    layout = load_layout(path, end_token, system)
+    lm = AutoModelForCausalLM.from_pretrained(str(path), dtype=dt).to(dev)
+    if lora is not None and lora.r > 0:
+        from peft import LoraConfig, get_peft_model
+
+        targets = lora.targets if lora.targets == "all-linear" else [t.strip() for t in lora.targets.split(",")]
+        lm = get_peft_model(lm, LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                                           target_modules=targets, task_type="CAUSAL_LM"))
+    return HFPolicy(lm, layout, value_head=value_head)
+
+
+__all__ = ["ChatLayout", "HFPolicy", "LoraSpec", "RowCache", "check_template", "is_local_model", "load_layout", "load_policy",
+           "resolve_device_dtype"]

@@ -2,8 +2,9 @@
 
 ``build_tiny_model_dir(out)`` writes a Qwen2-style causal LM (``save_pretrained``) and its fast
 tokenizer: a byte-level BPE trained with ``tokenizers`` on the text of scripted-agent episodes of
-BugFix (task statements, observations, actions of the ``oracle`` / ``noisy_oracle`` / ``random``
-agents) plus the chat template's markers, with the ChatML-like template ``CHAT_TEMPLATE``
+BugFix and LongHorizon-v3 (``CORPUS_SOURCES``: task statements, observations, compression
+summaries, actions of the ``oracle`` / ``noisy_oracle`` / ``random`` agents) plus the chat
+template's markers, with the ChatML-like template ``CHAT_TEMPLATE``
 (prefix-preserving over turns; ``<|im_end|>`` ends every turn and is the end-of-turn token the
 model samples). Byte-level BPE encodes any text, so an observation never fails to encode.
 
@@ -44,24 +45,36 @@ class TinyModelSpec:
     seed: int = 0
 
 
-def env_corpus(episodes: int = 24, env_id: str | None = None, agents=("oracle", "noisy_oracle", "random")) -> list[str]:
-    """The text of ``episodes`` scripted episodes per agent on ``env_id`` (default BugFix):
-    every observation and every action, in order."""
+#: the environments whose text the tokenizer is trained on: (env id, its scripted-agent registry
+#: module, the agents that play, the compression wrapper's kwargs or None)
+CORPUS_SOURCES = (
+    ("agentrl/BugFix-v2", "envs.agents", ("oracle", "noisy_oracle", "random"), None),
+    ("agentrl/LongHorizon-v3", "envs.long_horizon_v3_agents", ("oracle", "noisy_oracle", "random"),
+     {"strategy": "structured_summary"}),
+)
+
+
+def env_corpus(episodes: int = 24, sources=CORPUS_SOURCES) -> list[str]:
+    """The text of ``episodes`` scripted episodes per agent of every source (``CORPUS_SOURCES``):
+    every observation (compression summaries included) and every action, in order."""
+    import importlib
+
     import envs
-    from envs.agents import make_agent
     from envs.episode import run_episode
 
-    env = envs.make(env_id or envs.BUGFIX_ID)
     out: list[str] = []
-    try:
-        for name in agents:
-            agent = make_agent(name)
-            for i in range(episodes):
-                ep = run_episode(env, agent, seed=i, options={"task_index": i, "split": "train"}, max_steps=200)
-                out.extend(ep.observations)
-                out.extend(ep.actions)
-    finally:
-        env.close()
+    for env_id, registry, agents, compression in sources:
+        make_agent = importlib.import_module(registry).make_agent
+        env = envs.make(env_id, compression=compression)
+        try:
+            for name in agents:
+                agent = make_agent(name)
+                for i in range(episodes):
+                    ep = run_episode(env, agent, seed=i, options={"task_index": i, "split": "train"}, max_steps=200)
+                    out.extend(ep.observations)
+                    out.extend(ep.actions)
+        finally:
+            env.close()
     return out
 
 
@@ -106,5 +119,5 @@ def build_tiny_model_dir(out: str | Path, spec: TinyModelSpec | None = None) -> 
     return out
 
 
-__all__ = ["CHAT_TEMPLATE", "IM_END", "IM_START", "SPECIAL_TOKENS", "TinyModelSpec", "build_tiny_model_dir",
+__all__ = ["CHAT_TEMPLATE", "CORPUS_SOURCES", "IM_END", "IM_START", "SPECIAL_TOKENS", "TinyModelSpec", "build_tiny_model_dir",
            "env_corpus", "train_tokenizer"]

@@ -1,7 +1,7 @@
 """Batched rollout engine: many env instances in lockstep, one forward per generated token.
 
 The model is a policy backend (``algos.backend``: a ``PolicyModel`` is wrapped in ``TinyBackend``;
-``algos.hf_backend.HFBackend`` for a Hugging Face causal LM). Each of ``num_envs`` slots holds one
+``algos.hf_backend.HFPolicy`` for a Hugging Face causal LM). Each of ``num_envs`` slots holds one
 env and one row of the backend's sampling cache. Every engine step samples one token for every
 busy slot with ONE call ``backend.step_last`` over all slots with ragged ``n_new`` (for the tiny
 policy one packed forward: the per-token layers run on the real new tokens only). A decoding slot
@@ -40,7 +40,6 @@ from algos.batch import ContextBuilder, Trajectory
 from algos.policy import PolicyModel, sample_categorical
 from envs.bugfix import is_hack
 from envs.stop import StopReason, rule_for
-from envs.tokenizer import get_tokenizer
 
 # Tool statuses of INJECTED tool failures (envs/tools.py fault injection), for the
 # recovery-after-tool-failure metric. "error" (the agent's own bad edit, e.g. `edit 9 + -` on a
@@ -345,26 +344,26 @@ def read_env_tokens(seg) -> int:
 
 def demo_to_trajectory(observations: list[str], actions: list[str], rewards: list[float], infos: list[dict],
                        terminated: bool, truncated: bool, max_len: int, max_action_tokens: int,
-                       group_id: int = 0) -> Trajectory:
-    """A scripted episode laid out exactly like a rollout (``record_step``): the demo's action
-    words (and their EOS) are the "sampled" tokens, with behavior log-prob 0 and policy version -1.
-    Raises ``ValueError`` when an action is longer than ``max_action_tokens``."""
-    tok = get_tokenizer()
+                       group_id: int = 0, layout: ContextLayout = WORD_LAYOUT) -> Trajectory:
+    """A scripted episode laid out exactly like a rollout (``record_step``) in ``layout``: the
+    demo's action ids (``layout.action_ids``: the words and their EOS in the word layout) are the
+    "sampled" tokens, with behavior log-prob 0 and policy version -1. Raises ``ValueError`` when an
+    action has more than ``max_action_tokens`` ids before its end id."""
     traj = Trajectory(task_id=str(infos[0].get("task_id", "")), group_id=group_id, policy_version=-1)
     builder = ContextBuilder(max_len)
-    builder.start_segment(tok.encode(observations[0]), "reset", room=max_action_tokens + 2)
+    builder.open_segment(layout.first(observations[0], max_len - (max_action_tokens + 2))[0], "reset")
     for t, action in enumerate(actions):
-        words = tok.encode(action)
-        if len(words) > max_action_tokens:
-            raise ValueError(f"demo action {action!r} has {len(words)} words > rollout.max_action_tokens={max_action_tokens}")
-        for w in words + [tok.eos_id]:
+        ids = layout.action_ids(action)
+        if len(ids) - 1 > max_action_tokens:
+            raise ValueError(f"demo action {action!r} has {len(ids) - 1} tokens > rollout.max_action_tokens={max_action_tokens}")
+        for w in ids:
             builder.add_sampled(w, 0.0, -1)
-        traj.generated_tokens += len(words) + 1
+        traj.generated_tokens += len(ids)
         turn = builder.end_action(capped=False)
         turn.state_key = state_key_of(infos[t])
         last = t == len(actions) - 1
         kind, _ = record_step(builder, traj, turn, observations[t + 1], rewards[t],
-                              terminated and last, truncated and last, infos[t + 1], max_action_tokens)
+                              terminated and last, truncated and last, infos[t + 1], max_action_tokens, layout)
         if kind == "done":
             break
     return traj

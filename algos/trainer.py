@@ -195,7 +195,9 @@ class Trainer:
         self.reference = reference
         self.temperature = temperature
         self.meter = meter if meter is not None else ComputeMeter()
-        params = list(policy.parameters()) + (list(critic.parameters()) if critic is not None else [])
+        # frozen weights (LoRA's base model) stay out of the optimizer
+        params = [p for p in (*policy.parameters(), *(critic.parameters() if critic is not None else ()))
+                  if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=algo.lr, weight_decay=algo.weight_decay,
                                            betas=(0.9, 0.95), eps=1e-8)
         self.n_policy = param_count(policy)

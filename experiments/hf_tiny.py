@@ -1,6 +1,6 @@
 """Build a tiny random-initialised Hugging Face model directory offline:
 ``python -m experiments.hf_tiny --out DIR`` (``algos.hf_tiny.build_tiny_model_dir``: a Qwen2-style
-causal LM, a byte-level BPE trained on BugFix episode text, a ChatML-like chat template)."""
+causal LM, a byte-level BPE trained on the envs' episode text, a ChatML-like chat template)."""
 
 from __future__ import annotations
 

@@ -37,3 +37,14 @@ def _measures_claims(item) -> bool:
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+
+@pytest.fixture(scope="session")
+def hf_model_dir(tmp_path_factory):
+    """A tiny random-initialised Hugging Face model directory (``algos.hf_tiny``: Qwen2-style LM,
+    byte-level BPE over 6 scripted episodes per agent and env, ChatML template), built once per
+    worker; skips when transformers is not installed."""
+    pytest.importorskip("transformers")
+    from algos.hf_tiny import TinyModelSpec, build_tiny_model_dir
+
+    return build_tiny_model_dir(tmp_path_factory.mktemp("hf_tiny"), TinyModelSpec(episodes=6))

@@ -22,6 +22,9 @@ whose joblib launcher starts worker processes: that one runs as a subprocess (``
   ``experiments.value_ceiling``: run on a 2-update learn_tiny PPO run by
   tests/experiments/test_value_ceiling.py;
 - ``experiments.bench envs``: ``--steps 300 --repeats 1``; ``experiments.bench train``: ``--quick``;
+  ``experiments.bench hf``: 2 rows, 4 new tokens, 2 turns of 2 tokens, 1 repeat;
+- ``experiments.hf_tiny``: as written (seconds); a run with ``policy.path=models/hf-tiny``: run at
+  tiny scale on a model built by tests/experiments/test_hf_policy.py;
 - the plain ``experiments.compare`` (``make demo``) and ``experiments.report runs/compare/<sweep>``:
   run at ``--tiny`` scale, the report re-rendered from that sweep, by
   tests/experiments/test_compare.py (one sweep for both, not a second one here);
@@ -49,6 +52,8 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 #: The files whose ```bash blocks are parsed: the README and every top-level docs page.
 DOC_FILES: tuple[Path, ...] = (README, *sorted((ROOT / "docs").glob("*.md")))
+#: the model directory the docs' ``experiments.hf_tiny`` command writes (docs/own-model.md)
+HF_TINY_DIR = "models/hf-tiny"
 TINY_BUDGET = {"rollouts": "32", "generated_tokens": "300", "tool_seconds": "50", "train_flops": "1e9"}
 
 
@@ -105,6 +110,15 @@ def tiny_case(cmd: str) -> Case:
     overrides = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args if "=" in a and not a.startswith("-")}
     if module == "experiments.reproduce_claims" and not args:
         return Case(exe, covered_by="tests/experiments/test_reproduce_claims.py")
+    if any(a == f"policy.path={HF_TINY_DIR}" for a in args):
+        # a run of the Hugging Face model that `experiments.hf_tiny --out models/hf-tiny` builds: the
+        # same runs (warm start, grpo / ppo / gigpo, long horizon with compression, compare) at tiny
+        # scale on a model built in that test module (commands here share no working directory order)
+        return Case(exe + args, covered_by="tests/experiments/test_hf_policy.py")
+    if module == "experiments.hf_tiny":
+        return Case(exe + args, env)
+    if module == "experiments.bench" and args == ["hf"]:
+        return Case(exe + args + ["--rows", "2", "--new", "4", "--turns", "2", "--action", "2", "--repeats", "1"], env)
     if module == "experiments.train" and "-m" in args:
         assert any(a.startswith("experiment=compare_") for a in args), cmd
         return Case(exe + args + list(TINY_OVERRIDES) + ["seed=0", "logger.kind=none"], env)

@@ -4,9 +4,10 @@ measured side by side in the same run.
     python -m experiments.bench envs [--steps 20000] [--repeats 5] [--env agentrl/BugFix-v2 ...]
     python -m experiments.bench train [...]          # experiments/bench/train.py
     python -m experiments.bench e2e --baseline DIR   # experiments/bench/e2e.py
+    python -m experiments.bench hf [--device cuda]   # experiments/bench/hf.py
 
 Subcommands live in ``SUBCOMMANDS`` (name -> help, argument adder, runner); adding one is one
-entry there. ``train`` and ``e2e`` are imported only when chosen (:func:`lazy`).
+entry there. ``train``, ``e2e`` and ``hf`` are imported only when chosen (:func:`lazy`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ SUBCOMMANDS: dict[str, Subcommand] = {
                         lazy("experiments.bench.train", "add_arguments"), lazy("experiments.bench.train", "run")),
     "e2e": Subcommand("end-to-end training tokens/s, current tree vs a baseline tree (experiments/bench/e2e.py)",
                       lazy("experiments.bench.e2e", "add_arguments"), lazy("experiments.bench.e2e", "run")),
+    "hf": Subcommand("Hugging Face policy: sampling and update tokens/s next to generate / re-encoding / TRL "
+                     "(experiments/bench/hf.py)", lazy("experiments.bench.hf", "add_arguments"),
+                     lazy("experiments.bench.hf", "run")),
 }
 
 

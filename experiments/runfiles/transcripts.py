@@ -4,9 +4,10 @@
 turns), then every segment (context window) in order; environment-written text (observations,
 tool output) is plain, text the policy sampled is wrapped in ``«...»`` and followed by a
 ``[turn k: tool <status>, reward r]`` note (``, cut at the length cap`` when the action hit it).
-Ids are decoded with ``envs.tokenizer`` (special tokens BOS / SEP / EOS / PAD are not shown).
+Ids are decoded with a context layout's ``decode`` (``algos.backend``; default the word layout of
+``envs.tokenizer``): special tokens (BOS / SEP / EOS / PAD, chat-template markers) are not shown.
 
-``save_transcripts(run_dir, trajectories)`` keeps one success and one failure (the unmasked
+``save_transcripts(run_dir, trajectories, layout=...)`` keeps one success and one failure (the unmasked
 trajectories with ``verified`` 1 resp. 0, the first ones in request order: deterministic) and
 writes ``run_dir/transcripts.json``: ``{"transcripts": [record, ...]}``, a record being
 ``{"outcome": "success"|"failure", "task_id", "index", "seed", "stop_reason", "verified",
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from algos.batch import Segment, Trajectory
-from envs.tokenizer import get_tokenizer
+from algos.backend import WORD_LAYOUT, ContextLayout
 
 FILE_NAME = "transcripts.json"
 SAMPLED_OPEN, SAMPLED_CLOSE = "«", "»"
@@ -60,14 +61,13 @@ def header(trajectory: Trajectory) -> str:
             f"| sampled tokens {sum(s.n_sampled for s in trajectory.segments)}")
 
 
-def _parts(trajectory: Trajectory) -> list[dict[str, str]]:
-    tok = get_tokenizer()
+def _parts(trajectory: Trajectory, layout: ContextLayout = WORD_LAYOUT) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
     turn_base = 0
     for k, seg in enumerate(trajectory.segments):
         out.append({"kind": "segment", "text": f"--- segment {k + 1}: start {seg.start}, end {seg.end} ---"})
         for kind, ids, turn in segment_parts(seg):
-            text = tok.decode(ids).strip()
+            text = layout.decode(ids).strip()
             if kind == "sampled":
                 out.append({"kind": "sampled", "text": text})
                 if turn is not None:
@@ -91,14 +91,14 @@ def _text(head: str, parts: Sequence[dict[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(trajectory: Trajectory) -> str:
+def render(trajectory: Trajectory, layout: ContextLayout = WORD_LAYOUT) -> str:
     """The transcript of one trajectory as text (module docstring: the layout)."""
-    return _text(header(trajectory), _parts(trajectory))
+    return _text(header(trajectory), _parts(trajectory, layout))
 
 
-def record(trajectory: Trajectory, outcome: str) -> dict[str, Any]:
+def record(trajectory: Trajectory, outcome: str, layout: ContextLayout = WORD_LAYOUT) -> dict[str, Any]:
     """The JSON record of one trajectory (keys in the module docstring)."""
-    parts = _parts(trajectory)
+    parts = _parts(trajectory, layout)
     head = header(trajectory)
     return {
         "outcome": outcome, "task_id": trajectory.task_id, "index": trajectory.index, "seed": trajectory.seed,
@@ -119,11 +119,12 @@ def choose(trajectories: Sequence[Trajectory], per_method: int = 1) -> list[tupl
     return [("success", t) for t in wins] + [("failure", t) for t in losses]
 
 
-def save_transcripts(run_dir: str | Path, trajectories: Sequence[Trajectory], per_method: int = 1) -> Path:
+def save_transcripts(run_dir: str | Path, trajectories: Sequence[Trajectory], per_method: int = 1,
+                     layout: ContextLayout = WORD_LAYOUT) -> Path:
     """Write ``run_dir/transcripts.json`` with ``per_method`` successes and failures of
-    ``trajectories`` (e.g. the final evaluation's); returns the path."""
+    ``trajectories`` (e.g. the final evaluation's; ids decoded by ``layout``); returns the path."""
     path = Path(run_dir) / FILE_NAME
-    records = [record(t, outcome) for outcome, t in choose(trajectories, per_method)]
+    records = [record(t, outcome, layout) for outcome, t in choose(trajectories, per_method)]
     path.write_text(json.dumps({"transcripts": records}, indent=1))
     return path
 

@@ -39,9 +39,10 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from torch import nn
 
 from algos.batch import collate, length_buckets, row_lengths
-from algos.policy import PolicyModel, token_logprobs
+from algos.policy import token_logprobs
 
 
 @dataclass(frozen=True)
@@ -81,13 +82,13 @@ def rank_share(lengths: torch.Tensor, idx: torch.Tensor, rank: int, world: int) 
     return torch.tensor(order[rank::world], dtype=torch.long)
 
 
-def _bc_loop(model: PolicyModel, batch: BCData, epochs: int, lr: float, batch_rows: int, seed: int,
+def _bc_loop(model: nn.Module, batch: BCData, epochs: int, lr: float, batch_rows: int, seed: int,
              bucketed: bool = True, rank: int = 0, world: int = 1) -> list[float]:
     """The BC loop of the module docstring on rank ``rank`` of ``world`` (``world > 1``: the
     process group is initialised). ``bucketed=False``: one padded forward per minibatch, rows in
     the permutation's order. Returns the minibatch losses ``L(B)``."""
     lengths = batch.lengths
-    params = list(model.parameters())
+    params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     gen = torch.Generator().manual_seed(seed)
     r = batch.num_rows
@@ -144,14 +145,13 @@ def _worker(job: str) -> None:
     spec = torch.load(job, weights_only=False)
     _init_group(spec["rank"], spec["world"], spec["rendezvous"])
     try:
-        model = PolicyModel(spec["shape"])
-        model.load_state_dict(spec["state"])
+        model = spec["model"]
         _bc_loop(model, spec["batch"], *spec["args"], True, spec["rank"], spec["world"])
     finally:
         dist.destroy_process_group()
 
 
-def behaviour_clone(model: PolicyModel, trajs: list, epochs: int, lr: float, batch_rows: int, seed: int,
+def behaviour_clone(model: nn.Module, trajs: list, epochs: int, lr: float, batch_rows: int, seed: int,
                     processes: int = 1, bucketed: bool = True) -> list[float]:
     """Behaviour-clone ``model`` in place on the trajectories ``trajs`` (module docstring); returns
     the minibatch losses. ``bucketed=False`` (one process only): one padded forward per minibatch,
@@ -170,12 +170,11 @@ def behaviour_clone(model: PolicyModel, trajs: list, epochs: int, lr: float, bat
         raise ValueError(f"bucketed=False with processes={processes} invalid; allowed: processes=1")
     with tempfile.TemporaryDirectory(prefix="bc-") as tmp:
         rendezvous = str(Path(tmp) / "rendezvous")
-        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         workers = []
         for rank in range(1, processes):
             job = Path(tmp) / f"rank{rank}.pt"
-            torch.save({"rank": rank, "world": processes, "rendezvous": rendezvous, "shape": model.shape,
-                        "state": state, "batch": batch, "args": args}, job)
+            torch.save({"rank": rank, "world": processes, "rendezvous": rendezvous, "model": model,
+                        "batch": batch, "args": args}, job)
             workers.append(subprocess.Popen([sys.executable, "-m", "experiments.runtime.bc", str(job)],
                                             cwd=str(Path(__file__).resolve().parents[2])))
         threads = torch.get_num_threads()

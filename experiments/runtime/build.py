@@ -10,8 +10,9 @@ everywhere:
   ``experiments.runtime.config.check_env`` builds them once during validation.
 - :func:`train_engine` / :func:`eval_engine`: ``RolloutEngine`` for training rollouts (at
   ``rollout.temperature``) and for evaluation (at ``eval.temperature``, eval kwargs).
-- :func:`policy_shape`, :func:`build_policy` (policy, critic, frozen reference, from a start
-  checkpoint), :func:`load_policy_weights` (the start checkpoint itself:
+- :func:`policy_shape`, :func:`new_policy` (the untrained policy of ``policy.kind``: the tiny
+  ``PolicyModel`` or a Hugging Face ``HFPolicy``), :func:`build_policy` (policy, critic, frozen
+  reference, from a start checkpoint), :func:`load_policy_weights` (the start checkpoint itself:
   ``experiments.runtime.warmstart.start_model``).
 - Per-update draws: :func:`eval_seed`, :func:`update_requests` (the rollout requests of update
   ``u``), :func:`sampling_generator`; their streams are named in :mod:`experiments.runtime.seeds`.
@@ -24,7 +25,9 @@ from dataclasses import asdict
 import torch
 
 import envs
-from algos.policy import PolicyShape, build_models
+from algos.backend import as_backend
+from algos.hf_backend import LoraSpec, load_policy
+from algos.policy import PolicyModel, PolicyShape, build_models
 from algos.rollout import RolloutEngine, make_requests
 from algos.trainer import frozen_copy
 from envs.tokenizer import get_tokenizer
@@ -128,12 +131,40 @@ def load_policy_weights(model, path: str) -> None:
         raise ValueError(f"checkpoint {path} does not match the policy shape: missing {bad}, unexpected {list(unexpected)}")
 
 
+def hf_policy(c: TrainConfig, value_head: bool = False):
+    """The ``HFPolicy`` of ``policy.path`` (``policy.kind=hf``) with this config's device, dtype,
+    end token, system prompt and LoRA adapters (initialised from ``policy.init_seed``)."""
+    p = c.policy
+    torch.manual_seed(p.init_seed)
+    return load_policy(p.path, value_head=value_head, device=p.device, dtype=p.dtype, end_token=p.end_token or None,
+                       system=p.system_prompt or None,
+                       lora=LoraSpec(r=p.lora_r, alpha=p.lora_alpha, dropout=p.lora_dropout, targets=p.lora_targets))
+
+
+def new_policy(c: TrainConfig):
+    """The untrained policy of ``policy.kind`` without a critic (the warm start's model): the tiny
+    ``PolicyModel`` of ``policy_shape(c)`` from ``policy.init_seed``, or ``hf_policy(c)``."""
+    if c.policy.kind == "hf":
+        return hf_policy(c)
+    torch.manual_seed(c.policy.init_seed)
+    return PolicyModel(policy_shape(c))
+
+
+def policy_layout(policy):
+    """The context layout (``algos.backend.ContextLayout``) a policy reads and writes."""
+    return as_backend(policy).layout
+
+
 def build_policy(c: TrainConfig, start_path: str = ""):
     """``(policy, critic | None, reference | None)``: models of ``policy_shape(c, resolve_critic(c))``
-    initialised from ``policy.init_seed``, the policy loaded from ``start_path`` when given (a
-    separate critic starts from the start model's trunk), and a frozen copy of the start policy as
-    the KL reference when ``algo.kl_coef > 0``."""
-    policy, critic = build_models(policy_shape(c, critic=resolve_critic(c)), seed=c.policy.init_seed)
+    initialised from ``policy.init_seed`` (``policy.kind=hf``: ``hf_policy``, with a value head
+    when the critic is ``head``), the policy loaded from ``start_path`` when given (a separate
+    critic starts from the start model's trunk), and a frozen copy of the start policy as the KL
+    reference when ``algo.kl_coef > 0``."""
+    if c.policy.kind == "hf":
+        policy, critic = hf_policy(c, value_head=resolve_critic(c) == "head"), None
+    else:
+        policy, critic = build_models(policy_shape(c, critic=resolve_critic(c)), seed=c.policy.init_seed)
     if start_path:
         load_policy_weights(policy, start_path)
         if critic is not None:
@@ -142,6 +173,6 @@ def build_policy(c: TrainConfig, start_path: str = ""):
     return policy, critic, reference
 
 
-__all__ = ["build_policy", "compression_kwargs", "env_kwargs", "eval_engine", "eval_seed", "load_policy_weights",
+__all__ = ["build_policy", "hf_policy", "new_policy", "policy_layout", "compression_kwargs", "env_kwargs", "eval_engine", "eval_seed", "load_policy_weights",
            "make_env", "policy_shape", "rollouts_per_update", "sampling_generator", "start_eval_seed", "train_engine",
            "update_requests"]

@@ -6,7 +6,8 @@ from ``main`` before composing. :func:`compose_config` composes ``configs/config
 override strings the way ``python -m experiments.train`` does. :func:`validate` (the first thing
 every entry point calls, before any model, env or file is touched) builds the typed object (which
 runs every ``__post_init__``), then builds the env and its compression wrapper once
-(:func:`check_env`) so bad constructor kwargs fail the same way: a :class:`ConfigError` of one line.
+(:func:`check_env`) so bad constructor kwargs fail the same way, and checks a Hugging Face policy's
+tokenizer and chat template (:func:`check_policy`): a :class:`ConfigError` of one line.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 import envs
+from algos.hf_backend import load_layout
 from experiments.runtime.build import compression_kwargs, env_kwargs
 from experiments.runtime.schema import ALGO_SCHEMAS, ConfigError, TrainConfig, is_pair_run
 
@@ -62,6 +64,7 @@ def validate(cfg) -> TrainConfig:
     once with these kwargs (their ``ValueError`` becomes a ``ConfigError``)."""
     c = to_object(cfg)
     check_env(c)
+    check_policy(c)
     return c
 
 
@@ -96,4 +99,18 @@ def check_env(c: TrainConfig) -> None:
             raise ConfigError(f"{where} of env {c.env.id}: " + " ".join(str(e).split())) from None
 
 
-__all__ = ["CONFIG_DIR", "check_env", "compose_config", "register_configs", "to_object", "validate"]
+def check_policy(c: TrainConfig) -> None:
+    """``policy.kind=hf``: load the model's tokenizer and config (not its weights) and check its
+    chat template and end-of-turn token (``algos.hf_backend.load_layout``); a problem becomes a
+    one-line ``ConfigError`` naming the policy fields. The tiny policy needs no check."""
+    if c.policy.kind != "hf":
+        return
+    p = c.policy
+    try:
+        load_layout(p.path, p.end_token or None, p.system_prompt or None)
+    except (ValueError, OSError) as e:
+        hub = "" if Path(p.path).is_dir() else " (a hub id loads only with a network or from the local Hugging Face cache)"
+        raise ConfigError(f"policy.path={p.path!r} (end_token={p.end_token!r}){hub}: " + " ".join(str(e).split())) from None
+
+
+__all__ = ["CONFIG_DIR", "check_env", "check_policy", "compose_config", "register_configs", "to_object", "validate"]

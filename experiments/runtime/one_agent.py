@@ -23,8 +23,8 @@ from algos.rollout import evaluate, hack_metrics
 from algos.trainer import make_trainer
 from experiments.runfiles.transcripts import save_transcripts
 from experiments.runtime.behavior import BehaviorPolicy
-from experiments.runtime.build import (build_policy, eval_engine, eval_seed, sampling_generator, train_engine,
-                                       update_requests)
+from experiments.runtime.build import (build_policy, eval_engine, eval_seed, policy_layout, sampling_generator,
+                                       train_engine, update_requests)
 from experiments.runtime.learner import Collected
 from experiments.runtime.schema import TrainConfig, resolve_critic
 from experiments.runtime.warmstart import start_model
@@ -72,7 +72,7 @@ def evaluate_policy(c: TrainConfig, engine, policy, transcripts_dir: Path | None
     out, trajs = evaluate(engine, policy, e.tasks, e.samples_per_task, e.temperature, seed=eval_seed(c),
                           split=e.split, return_trajectories=True)
     if transcripts_dir is not None:  # the final evaluation: one success and one failure to look at
-        save_transcripts(transcripts_dir, trajs)
+        save_transcripts(transcripts_dir, trajs, layout=policy_layout(policy))
     if e.train_split:
         out.update(evaluate(engine, policy, e.tasks, e.samples_per_task, e.temperature, seed=eval_seed(c),
                             split="train", prefix="eval_train/"))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Optional
 
@@ -39,6 +40,8 @@ PAIR_ENVS = ("pairfix",)
 PAIR_ALGOS = ("ppo_ctde", "ppo_independent")
 PAIR_AGENTS = ("a", "b")
 CRITIC_CHOICES = ("auto", "none", "head", "separate")
+POLICY_KINDS = ("tiny", "hf")
+HF_DTYPES = ("auto", "float32", "bfloat16", "float16")
 LOGGER_KINDS = ("wandb", "none")
 EVAL_SPLITS = ("train", "heldout")
 WARMSTART_AGENTS = ("noisy_oracle",)
@@ -100,27 +103,64 @@ class CompressionConfig:
 
 @dataclass
 class PolicyConfig:
+    # tiny: algos.policy.PolicyModel over the word vocabulary (the shape knobs below);
+    # hf: a Hugging Face causal LM and its chat template (policy=hf; the hf knobs below)
+    kind: str = "tiny"
     d_model: int = 64
     n_layers: int = 2
     n_heads: int = 4
     # context window of one segment (tokens)
     max_len: int = 512
     mlp_ratio: int = 4
-    # auto: none for GRPO, separate for PPO; or none | head | separate
+    # auto: none for GRPO, separate for PPO (tiny) / head for PPO (hf); or none | head | separate
     critic: str = "auto"
     # checkpoint to start from: "warmstart" = the cached behaviour-cloning warm start of this
     # config's warmstart group; a path; or "" = random init (tests only)
     init_checkpoint: str = "warmstart"
     # seed of the random initialisation (before a checkpoint is loaded)
     init_seed: int = 0
+    # hf: a local model directory (with config.json) or a hub id "owner/name"
+    path: str = ""
+    # hf: auto = bfloat16 on CUDA (when supported), float32 on CPU; or float32 | bfloat16 | float16
+    dtype: str = "auto"
+    # hf: auto = cuda when present, else cpu; or cpu | cuda | cuda:N
+    device: str = "auto"
+    # hf: the token that ends an assistant turn ("" = the tokenizer's eos_token)
+    end_token: str = ""
+    # hf: system message rendered before the task ("" = none)
+    system_prompt: str = ""
+    # hf: LoRA adapters through peft (lora_r = 0: none, every weight trains)
+    lora_r: int = 0
+    lora_alpha: int = 16
+    lora_dropout: float = 0.0
+    # "all-linear" or comma-separated module names (e.g. q_proj,v_proj)
+    lora_targets: str = "all-linear"
 
     def __post_init__(self) -> None:
+        _allowed("policy.kind", self.kind, POLICY_KINDS)
         _allowed("policy.critic", self.critic, CRITIC_CHOICES)
         if self.d_model % self.n_heads:
             raise ConfigError(f"policy.d_model={self.d_model} must be divisible by policy.n_heads={self.n_heads}")
         if self.init_checkpoint not in ("", "warmstart") and not os.path.exists(self.init_checkpoint):
             raise ConfigError(f"policy.init_checkpoint={self.init_checkpoint!r} does not exist "
                               "(use a path, 'warmstart' or '')")
+        _allowed("policy.dtype", self.dtype, HF_DTYPES)
+        if not (self.device in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", self.device)):
+            raise ConfigError(f"policy.device={self.device!r} is not a valid choice; allowed: auto, cpu, cuda, cuda:N")
+        _at_least("policy.lora_r", self.lora_r, 0)
+        if not 0 <= self.lora_dropout < 1:
+            raise ConfigError(f"policy.lora_dropout={self.lora_dropout} must be in [0, 1)")
+        if self.kind == "tiny":
+            return
+        if not self.path:
+            raise ConfigError("policy.path is empty; policy=hf needs policy.path=<a local model directory or a hub id>")
+        if not os.path.isdir(self.path) and not re.fullmatch(r"[\w.-]+/[\w.-]+", self.path):
+            raise ConfigError(f"policy.path={self.path!r} is neither a directory nor a hub id (owner/name)")
+        if os.path.isdir(self.path) and not os.path.isfile(os.path.join(self.path, "config.json")):
+            raise ConfigError(f"policy.path={self.path!r} is not a Hugging Face model directory (no config.json)")
+        if self.critic == "separate":
+            raise ConfigError("policy.critic='separate' is not available with policy.kind=hf; allowed: head, none "
+                              "(or auto: a value head on the LM's last hidden state for PPO)")
 
 
 @dataclass
@@ -507,6 +547,9 @@ def _check_pair_combination(c: "TrainConfig") -> None:
                           f"{', '.join(PAIR_ALGOS)}")
     if not pair_env:
         return
+    if c.policy.kind != "tiny":
+        raise ConfigError(f"policy.kind={c.policy.kind!r} is not supported for env={c.env.name}; allowed: tiny "
+                          "(the two-agent runs use the tiny policy)")
     if resolve_critic(c) != "separate":
         raise ConfigError(f"policy.critic={c.policy.critic!r} is invalid for algo={c.algo.name}; allowed: separate "
                           "(or auto): each agent's critic is its own model")
@@ -525,10 +568,13 @@ def _check_pair_combination(c: "TrainConfig") -> None:
 
 
 def resolve_critic(c) -> str:
-    """``policy.critic`` with ``auto`` resolved: separate for PPO, none for GRPO."""
+    """``policy.critic`` with ``auto`` resolved: none for GRPO; for PPO a separate critic (tiny
+    policy) or a value head on the LM (``policy.kind=hf``)."""
     if c.policy.critic != "auto":
         return c.policy.critic
-    return "separate" if c.algo.name in ("ppo", *PAIR_ALGOS) else "none"
+    if c.algo.name not in ("ppo", *PAIR_ALGOS):
+        return "none"
+    return "head" if getattr(c.policy, "kind", "tiny") == "hf" else "separate"
 
 
 def fingerprint(obj) -> dict:

@@ -33,14 +33,15 @@ from typing import Callable
 
 import torch
 
-from algos.policy import PolicyModel
+from algos.backend import WORD_LAYOUT, ContextLayout
 from algos.rollout import demo_to_trajectory, evaluate
 from envs import agents as bugfix_agents
 from envs import long_horizon_agents as lh_agents
 from envs import long_horizon_v3_agents as lh3_agents
 from envs.episode import run_episode
 from experiments.runtime.bc import behaviour_clone
-from experiments.runtime.build import compression_kwargs, eval_engine, make_env, policy_shape, start_eval_seed
+from experiments.runtime.build import (compression_kwargs, eval_engine, make_env, new_policy, policy_layout, policy_shape,
+                                      start_eval_seed)
 from experiments.runtime.rundir import atomic_save, atomic_write_text, file_lock
 from experiments.runtime.schema import TrainConfig, fingerprint
 from experiments.runtime.seeds import DEMO
@@ -88,7 +89,7 @@ def cache_key(c: TrainConfig) -> str:
     w = fingerprint(c.warmstart)
     return start_model_key({
         "env": c.env.name, "env_id": c.env.id, "env_kwargs": dict(c.env.kwargs), "compression": compression_kwargs(c),
-        "shape": asdict(policy_shape(c)), "warmstart": w, "max_action_tokens": c.rollout.max_action_tokens,
+        "shape": policy_identity(c), "warmstart": w, "max_action_tokens": c.rollout.max_action_tokens,
         "eval_temperature": c.eval.temperature, "train_tasks": c.env.train_tasks,
         "eval": [c.eval.split, c.eval.train_split, dict(c.eval.env_kwargs)],
         # version: raised whenever the build changes the checkpoint or its measured start success,
@@ -136,8 +137,25 @@ def play_demo(env, agent, seed: int, options: dict):
     return ep.observations, ep.actions, ep.rewards, ep.infos, ep.terminated, ep.truncated
 
 
-def demonstrations(c: TrainConfig) -> list:
-    """``warmstart.demos`` noisy-oracle episodes on train tasks, as trajectories."""
+def policy_identity(c: TrainConfig) -> dict:
+    """What determines the untrained policy: the tiny policy's shape, or for ``policy.kind=hf``
+    the model (path, the sha256 of its config and tokenizer files, the sizes of its weight files),
+    dtype, device, chat rendering and LoRA adapters."""
+    if c.policy.kind == "tiny":
+        return asdict(policy_shape(c))
+    p = c.policy
+    ident = {k: getattr(p, k) for k in ("kind", "path", "dtype", "device", "end_token", "system_prompt",
+                                        "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "max_len")}
+    root = Path(p.path)
+    if root.is_dir():
+        ident["path"] = str(root.resolve())
+        ident["files"] = {f.name: (hashlib.sha256(f.read_bytes()).hexdigest() if f.suffix in (".json", ".jinja", ".txt")
+                                   else f.stat().st_size) for f in sorted(root.iterdir()) if f.is_file()}
+    return ident
+
+
+def demonstrations(c: TrainConfig, layout: ContextLayout = WORD_LAYOUT) -> list:
+    """``warmstart.demos`` noisy-oracle episodes on train tasks, as trajectories in ``layout``."""
     agent = make_demo_agent(c.env.name, c.warmstart.noise, c.warmstart.agent)
     env = make_env(c)
     out = []
@@ -146,7 +164,7 @@ def demonstrations(c: TrainConfig) -> list:
         options = {"task_index": i % c.env.train_tasks, "split": "train"}
         obs, acts, rews, infos, term, trunc = play_demo(env, agent, seed, options)
         tr = demo_to_trajectory(obs, acts, rews, infos, term, trunc, c.policy.max_len,
-                                c.rollout.max_action_tokens, group_id=i)
+                                c.rollout.max_action_tokens, group_id=i, layout=layout)
         if not tr.masked:
             out.append(tr)
     env.close()
@@ -164,10 +182,9 @@ def ensure_warmstart(c: TrainConfig, verbose: bool = True) -> WarmStart:
 def build_warmstart(c: TrainConfig, root: Path, verbose: bool = True) -> WarmStart:
     t0 = time.perf_counter()
     torch.set_num_threads(max(1, c.threads))
-    trajs = demonstrations(c)
+    model = new_policy(c)
+    trajs = demonstrations(c, policy_layout(model))
     demo_success = sum(int(t.verified or 0) for t in trajs) / max(len(trajs), 1)
-    torch.manual_seed(c.policy.init_seed)
-    model = PolicyModel(policy_shape(c))
     losses = behaviour_clone(model, trajs, c.warmstart.epochs, c.warmstart.lr, c.warmstart.batch_rows, c.warmstart.seed,
                              processes=c.warmstart.processes, bucketed=c.warmstart.bucketed)
     engine = eval_engine(c, c.warmstart.eval_tasks * c.warmstart.eval_samples_per_task, max_envs=64)
@@ -179,7 +196,7 @@ def build_warmstart(c: TrainConfig, root: Path, verbose: bool = True) -> WarmSta
     engine.close()
     root.mkdir(parents=True, exist_ok=True)
     path = root / "policy.pt"
-    atomic_save({"policy": model.state_dict(), "shape": policy_shape(c).__dict__}, path)
+    atomic_save({"policy": model.state_dict(), "shape": model.shape.__dict__}, path)
     info = WarmStart(
         path=str(path.resolve()), key=root.name, start_success=ev["eval/success"], start_eval=ev,
         demo_success=demo_success, demos=len(trajs),

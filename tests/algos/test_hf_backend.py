@@ -1,5 +1,6 @@
-"""The Hugging Face backend (``algos.hf_backend``) on a tiny model built offline
-(``algos.hf_tiny``), on CPU float32: token in, token out through the rollout engine on BugFix."""
+"""The Hugging Face policy (``algos.hf_backend``) on a tiny model built offline
+(``algos.hf_tiny``), on CPU float32: token in, token out through the rollout engine on BugFix,
+and across a compression on LongHorizon-v3."""
 
 from __future__ import annotations
 
@@ -13,23 +14,24 @@ import torch
 pytest.importorskip("transformers")
 
 import envs  # noqa: E402
-from algos.hf_backend import ChatLayout, HFBackend  # noqa: E402
-from algos.hf_tiny import TinyModelSpec, build_tiny_model_dir  # noqa: E402
+from algos.hf_backend import ChatLayout, load_policy  # noqa: E402
 from algos.registry import make_trainer  # noqa: E402
-from algos.rollout import RolloutEngine, make_requests  # noqa: E402
+from algos.rollout import RolloutEngine, RolloutRequest, make_requests  # noqa: E402
+from envs.episode import run_episode  # noqa: E402
+from envs.long_horizon_v3_agents import make_agent as make_lh3_agent  # noqa: E402
 from experiments.runtime.schema import AlgoConfig  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return build_tiny_model_dir(tmp_path_factory.mktemp("hf_tiny"), TinyModelSpec(episodes=6))
+def model_dir(hf_model_dir):
+    return hf_model_dir
 
 
 @pytest.fixture(scope="module")
 def rollout(model_dir):
     """A few BugFix episodes (one env slot, so the env's log is in request order) with every
     reset observation, action text and step observation the env handled."""
-    backend = HFBackend(model_dir, device="cpu", dtype="float32")
+    backend = load_policy(model_dir, device="cpu", dtype="float32")
     eng = RolloutEngine(envs.BUGFIX_ID, num_envs=1, max_len=1024, max_action_tokens=12)
     env = eng.envs[0]
     log: list[tuple[str, str]] = []
@@ -51,8 +53,11 @@ def rollout(model_dir):
     return backend, trajs, log
 
 
-def test_import_algos_does_not_import_transformers():
-    code = "import sys, algos, algos.backend, algos.rollout, algos.trainer; print('transformers' in sys.modules)"
+def test_import_algos_and_the_runtime_does_not_import_transformers():
+    """transformers loads only when a Hugging Face policy is built: a tiny-policy run never pays for it."""
+    code = ("import sys, algos, algos.backend, algos.rollout, algos.trainer, algos.hf_backend, "
+            "experiments.runtime.build, experiments.runtime.config, experiments.runtime.loop; "
+            "print('transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -114,7 +119,7 @@ def test_decoding_the_sampled_ids_gives_the_env_text(rollout):
 
 
 def test_later_observation_is_the_template_suffix(model_dir):
-    backend = HFBackend(model_dir, device="cpu", dtype="float32")
+    backend = load_policy(model_dir, device="cpu", dtype="float32")
     layout = backend.layout
     conv = [{"role": "user", "content": "task"}, {"role": "assistant", "content": "run_tests"}]
     full = layout.ids([*conv, {"role": "user", "content": "tests : 1 of 3 pass"}], True)
@@ -124,8 +129,8 @@ def test_later_observation_is_the_template_suffix(model_dir):
 
 
 def test_template_that_rewrites_earlier_turns_is_rejected(model_dir):
-    backend = HFBackend(model_dir, device="cpu", dtype="float32")
-    tok = copy.deepcopy(backend.tokenizer)
+    backend = load_policy(model_dir, device="cpu", dtype="float32")
+    tok = copy.deepcopy(backend.layout.tok)
     # earlier assistant turns are shown as "[earlier]": the rendering changes when a turn is added
     tok.chat_template = (
         "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
@@ -136,8 +141,8 @@ def test_template_that_rewrites_earlier_turns_is_rejected(model_dir):
 
 
 def test_template_without_end_of_turn_token_is_rejected(model_dir):
-    backend = HFBackend(model_dir, device="cpu", dtype="float32")
-    tok = copy.deepcopy(backend.tokenizer)
+    backend = load_policy(model_dir, device="cpu", dtype="float32")
+    tok = copy.deepcopy(backend.layout.tok)
     tok.chat_template = ("{% for m in messages %}{{ m['role'] }}:\n{{ m['content'] }}\n{% endfor %}"
                          "{% if add_generation_prompt %}assistant:\n{% endif %}")
     with pytest.raises(ValueError, match="end-of-turn"):
@@ -147,7 +152,7 @@ def test_template_without_end_of_turn_token_is_rejected(model_dir):
 def test_grpo_and_ppo_update_on_hf_trajectories(rollout, model_dir):
     _, trajs, _ = rollout
     for name, head in (("grpo", False), ("ppo", True)):
-        backend = HFBackend(model_dir, device="cpu", dtype="float32", value_head=head)
+        backend = load_policy(model_dir, device="cpu", dtype="float32", value_head=head)
         trajs = copy.deepcopy(trajs)
         for i, t in enumerate(trajs):
             t.train_reward = float(i % 2)
@@ -158,3 +163,85 @@ def test_grpo_and_ppo_update_on_hf_trajectories(rollout, model_dir):
         assert m["train/behavior_old_logp_gap_max"] <= 1e-5
         assert any(not torch.equal(a, p) for a, p in zip(before, backend.module.parameters()))
         assert tr.meter.state_dict()["train_flops"] > 0
+
+
+LH3 = "agentrl/LongHorizon-v3"
+COMPRESS_EVERY_2 = {"strategy": "structured_summary", "trigger": "turns", "every_turns": 2}
+
+
+@pytest.fixture(scope="module")
+def compressed_rollout(model_dir):
+    """Two LongHorizon-v3 episodes (4 stages) compressed every 2 turns, whose actions are the
+    oracle's, fed as forced ids (recorded with the model's log-probs like sampled ones)."""
+    policy = load_policy(model_dir, device="cpu", dtype="float32")
+    env = envs.make(LH3, compression=COMPRESS_EVERY_2, n_stages=4)
+    reqs, actions = [], []
+    for k in range(2):
+        options = {"task_index": k, "split": "train"}
+        ep = run_episode(env, make_lh3_agent("oracle"), seed=k, options=options)
+        actions.append(ep.actions)
+        forced = tuple(i for a in ep.actions for i in policy.layout.action_ids(a))
+        reqs.append(RolloutRequest(options=options, seed=k, group_id=k, forced=forced))
+    env.close()
+    eng = RolloutEngine(LH3, num_envs=2, max_len=1024, max_action_tokens=12, env_kwargs={"n_stages": 4},
+                        compression=COMPRESS_EVERY_2)
+    trajs = eng.collect(policy, reqs, generator=torch.Generator().manual_seed(0))
+    eng.close()
+    return policy, trajs, actions
+
+
+def test_logprobs_mask_and_text_hold_across_a_compression(compressed_rollout):
+    """Every segment (the reset one and those a compression opened): behaviour log-probs equal a
+    fresh teacher-forced forward over the segment's ids (<= 1e-5); loss weight exactly on each
+    action's ids; the decoded ids are the text the env received (the oracle's, so it succeeds)."""
+    policy, trajs, actions = compressed_rollout
+    lm = policy.module.causal
+    for t, acts in zip(trajs, actions):
+        assert t.verified == 1 and t.turns == len(acts)
+        assert len(t.segments) >= 3 and [s.start for s in t.segments[1:]] == ["compression"] * (len(t.segments) - 1)
+        sent = []
+        for s in t.segments:
+            with torch.no_grad():
+                lp = torch.log_softmax(lm(input_ids=torch.tensor([s.tokens])).logits[0].float() / t.temperature, -1)
+            action_positions = set()
+            for turn in s.turns:
+                ids = s.tokens[turn.start: turn.end + 1]
+                sent.append(policy.layout.action_text(ids, turn.capped))
+                assert ids == policy.layout.action_ids(sent[-1])
+                action_positions.update(range(turn.start, turn.end + 1))
+            assert [i for i, m in enumerate(s.action_mask) if m] == sorted(action_positions)
+            for i in sorted(action_positions):
+                assert abs(float(lp[i - 1, s.tokens[i]]) - s.behavior_logp[i]) <= 1e-5
+        assert sent == acts
+
+
+def test_continuous_batching_keeps_behavior_logprobs_exact(model_dir):
+    """Six BugFix episodes through three slots (rows reset and refilled while others decode, so
+    the batched cache holds holes): every sampled id's log-prob equals a fresh forward."""
+    policy = load_policy(model_dir, device="cpu", dtype="float32")
+    eng = RolloutEngine(envs.BUGFIX_ID, num_envs=3, max_len=1024, max_action_tokens=12)
+    trajs = eng.collect(policy, make_requests(3, 2, seed=5, task_indices=[0, 1, 2]),
+                        generator=torch.Generator().manual_seed(1))
+    eng.close()
+    for t in trajs:
+        for s in t.segments:
+            with torch.no_grad():
+                lp = torch.log_softmax(policy.causal(input_ids=torch.tensor([s.tokens])).logits[0].float(), -1)
+            for i, m in enumerate(s.action_mask):
+                if m:
+                    assert abs(float(lp[i - 1, s.tokens[i]]) - s.behavior_logp[i]) <= 1e-5
+
+
+def test_compacting_the_cache_leaves_the_logits_unchanged(model_dir):
+    """Rows fed ragged ids (holes in the batched cache); one copy compacted midway gives the
+    same next-id logits as the uncompacted one."""
+    policy = load_policy(model_dir, device="cpu", dtype="float32")
+    gen = torch.Generator().manual_seed(0)
+    caches = [policy.new_cache(3), policy.new_cache(3)]
+    for step, n in enumerate([[5, 0, 2], [1, 3, 1], [0, 1, 4], [2, 2, 0], [1, 1, 1]]):
+        tokens = torch.randint(5, 200, (3, max(n)), generator=gen)
+        if step == 2:
+            caches[1].compact()
+            assert caches[1].valid.shape[1] == int(caches[1].valid.sum(1).max()) < caches[0].valid.shape[1]
+        out = [policy.step_last(c, tokens, torch.tensor(n)) for c in caches]
+        assert torch.allclose(out[0], out[1], atol=1e-5)

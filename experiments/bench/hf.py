@@ -1,0 +1,235 @@
+"""The body of ``python -m experiments.bench hf``: the Hugging Face policy's speed, measured side by
+side with the same model, prompts and lengths (median of ``--repeats``; ratios > 1: ours is faster).
+
+1. **Single turn**: sampling ``--new`` tokens for ``--rows`` BugFix task statements (the chat
+   template's first turn) through the backend's batched cache (``HFPolicy.step_last``), next to
+   ``model.generate`` on the same left-padded batch (``min_new_tokens = max_new_tokens``, so both
+   sample exactly ``--new`` tokens per row). Target >= 1x.
+2. **Ten turns**: each row plays ``--turns`` turns of a LongHorizon-v3 oracle episode's
+   observations, sampling ``--action`` tokens per turn. The backend appends each observation's
+   template suffix to the cache (token in, token out); the baseline re-renders the conversation
+   with the chat template and re-encodes the whole context every turn, then ``generate``s the
+   action from scratch (no cache across turns). Target >= 2x.
+3. **GRPO update**: one ``trainer.update`` of the harness's GRPO on a batch of BugFix rollouts,
+   in processed tokens/s, next to TRL's ``GRPOTrainer`` loss + backward + optimizer step on the
+   same ids (prompt = the first turn, completion = the rest with TRL's ``tool_mask`` = the action
+   mask), same model, one optimizer step each (skipped when TRL is not installed).
+
+The model is a tiny one built offline (``algos.hf_tiny``) unless ``--model DIR_OR_HUB_ID``;
+``--device cuda`` runs the same on a GPU (and prints peak memory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import envs
+from algos.hf_backend import HFPolicy, load_policy
+from algos.hf_tiny import TinyModelSpec, build_tiny_model_dir
+from algos.registry import make_trainer
+from algos.rollout import RolloutEngine, make_requests
+from envs.episode import run_episode
+from envs.long_horizon_v3_agents import make_agent as make_lh3_agent
+from experiments.runtime.schema import AlgoConfig
+
+TARGETS = {"single_turn": 1.0, "ten_turns": 2.0}
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--model", default="", help="a local model directory or hub id (default: build a tiny one)")
+    ap.add_argument("--device", default="cpu", help="cpu | cuda (default cpu)")
+    ap.add_argument("--rows", type=int, default=8, help="rows sampled together (default 8)")
+    ap.add_argument("--new", type=int, default=64, help="tokens sampled per row in the single-turn bench")
+    ap.add_argument("--turns", type=int, default=10, help="turns per row in the multi-turn bench")
+    ap.add_argument("--action", type=int, default=8, help="tokens sampled per turn in the multi-turn bench")
+    ap.add_argument("--repeats", type=int, default=5, help="repeats per measurement (the median is printed)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1: steadier medians on a shared CPU)")
+
+
+def _median_seconds(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _sample(policy: HFPolicy, cache, feed: list[list[int]], steps: int, gen: torch.Generator) -> list[list[int]]:
+    """Feed each row its ids, then sample ``steps`` tokens per row through the batched cache."""
+    width = max(map(len, feed))
+    tokens = torch.tensor([ids + [0] * (width - len(ids)) for ids in feed])
+    logits = policy.step_last(cache, tokens, torch.tensor([len(ids) for ids in feed]))
+    out: list[list[int]] = [[] for _ in feed]
+    ones = torch.ones(len(feed), dtype=torch.long)
+    for k in range(steps):
+        nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=gen)
+        for row, token in zip(out, nxt[:, 0].tolist()):
+            row.append(token)
+        if k < steps - 1:
+            logits = policy.step_last(cache, nxt, ones)
+    return out
+
+
+def _generate(policy: HFPolicy, prompts: list[list[int]], new: int, gen_seed: int) -> list[list[int]]:
+    """``model.generate`` of exactly ``new`` sampled tokens per left-padded prompt; the new ids."""
+    lm = policy.causal
+    width = max(map(len, prompts))
+    pad = policy.layout.tok.pad_token_id or 0
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=policy.device)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=policy.device)
+    torch.manual_seed(gen_seed)
+    out = lm.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new, min_new_tokens=new, do_sample=True,
+                      pad_token_id=pad, eos_token_id=None)
+    return out[:, width:].tolist()
+
+
+def bench_single_turn(policy: HFPolicy, rows: int, new: int, repeats: int) -> dict:
+    env = envs.make(envs.BUGFIX_ID)
+    prompts = [policy.layout.first(env.reset(seed=i, options={"task_index": i, "split": "train"})[0], 4096)[0]
+               for i in range(rows)]
+    env.close()
+    ours = _median_seconds(lambda: _sample(policy, policy.new_cache(rows), prompts, new,
+                                           torch.Generator().manual_seed(0)), repeats)
+    base = _median_seconds(lambda: _generate(policy, prompts, new, 0), repeats)
+    tokens = rows * new
+    return {"bench": "single_turn", "ours_tok_s": tokens / ours, "baseline_tok_s": tokens / base,
+            "ratio": base / ours, "target": TARGETS["single_turn"], "baseline": "model.generate"}
+
+
+def _episodes(rows: int, turns: int) -> list[list[str]]:
+    """Observations of ``rows`` LongHorizon-v3 oracle episodes with at least ``turns`` turns."""
+    env = envs.make("agentrl/LongHorizon-v3", n_stages=max(turns, 8))
+    out = []
+    for i in range(rows):
+        ep = run_episode(env, make_lh3_agent("oracle"), seed=i, options={"task_index": i, "split": "train"})
+        out.append(ep.observations[:turns])
+    env.close()
+    return out
+
+
+def bench_turns(policy: HFPolicy, rows: int, turns: int, action: int, repeats: int) -> dict:
+    layout = policy.layout
+    observations = _episodes(rows, turns)
+
+    def ours() -> None:
+        cache, gen = policy.new_cache(rows), torch.Generator().manual_seed(0)
+        feed = [layout.first(obs[0], 10**6)[0] for obs in observations]
+        for k in range(turns):
+            acts = _sample(policy, cache, feed, action, gen)
+            if k < turns - 1:  # the action's last id was sampled but not fed: it leads the next feed
+                feed = [[a[-1], *layout.next(obs[k + 1])] for a, obs in zip(acts, observations)]
+
+    def reencode() -> None:
+        convs = [[*layout._head(), {"role": "user", "content": obs[0]}] for obs in observations]
+        for k in range(turns):
+            prompts = [layout.ids(conv, True) for conv in convs]
+            acts = _generate(policy, prompts, action, k)
+            for conv, obs, ids in zip(convs, observations, acts):
+                conv.append({"role": "assistant", "content": layout.decode(ids)})
+                if k < turns - 1:
+                    conv.append({"role": "user", "content": obs[k + 1]})
+
+    t_ours, t_base = _median_seconds(ours, repeats), _median_seconds(reencode, repeats)
+    tokens = rows * turns * action
+    return {"bench": "ten_turns" if turns == 10 else f"{turns}_turns", "ours_tok_s": tokens / t_ours,
+            "baseline_tok_s": tokens / t_base, "ratio": t_base / t_ours, "target": TARGETS["ten_turns"],
+            "baseline": "re-encode + generate every turn"}
+
+
+def _trl_batch(trajs, pad: int) -> dict:
+    """TRL's GRPO inputs for the same ids: prompt = the first turn's context (left-padded),
+    completion = the rest (right-padded), ``tool_mask`` = the action mask (loss on sampled ids only)."""
+    rows = []
+    for t in trajs:
+        s = t.segments[0]
+        first = s.turns[0].start
+        rows.append((s.tokens[:first], s.tokens[first:], s.action_mask[first:]))
+    pw, cw = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
+    prompt = torch.tensor([[pad] * (pw - len(p)) + p for p, _, _ in rows])
+    pmask = torch.tensor([[0] * (pw - len(p)) + [1] * len(p) for p, _, _ in rows])
+    comp = torch.tensor([c + [pad] * (cw - len(c)) for _, c, _ in rows])
+    cmask = torch.tensor([[1] * len(c) + [0] * (cw - len(c)) for _, c, _ in rows])
+    tool = torch.tensor([m + [0] * (cw - len(m)) for _, _, m in rows])
+    adv = torch.tensor([float(i % 2) - 0.5 for i in range(len(rows))])
+    return {"prompt_ids": prompt, "prompt_mask": pmask, "completion_ids": comp, "completion_mask": cmask,
+            "tool_mask": tool, "advantages": adv, "num_items_in_batch": tool.sum()}
+
+
+def bench_update(model_dir: str, device: str, rows: int, repeats: int) -> dict | None:
+    try:
+        from datasets import Dataset
+        from trl import GRPOConfig, GRPOTrainer
+    except ImportError:
+        return None
+    policy = load_policy(model_dir, device=device, dtype="float32")
+    eng = RolloutEngine(envs.BUGFIX_ID, num_envs=rows, max_len=1024, max_action_tokens=12)
+    trajs = eng.collect(policy, make_requests(rows // 2, 2, seed=0, task_indices=list(range(rows // 2))),
+                        generator=torch.Generator().manual_seed(0))
+    eng.close()
+    trajs = [t for t in trajs if len(t.segments) == 1]
+    for i, t in enumerate(trajs):
+        t.train_reward = float(i % 2)
+        t.segments[-1].turns[-1].reward = float(i % 2)
+    tokens = sum(len(t.segments[0].tokens) for t in trajs)
+    trainer = make_trainer("grpo", AlgoConfig(name="grpo", epochs=1, micro_batch_rows=len(trajs)), policy)
+    ours = _median_seconds(lambda: trainer.update(trajs), repeats)
+
+    with tempfile.TemporaryDirectory() as out:
+        trl_policy = load_policy(model_dir, device=device, dtype="float32")
+        args = GRPOConfig(output_dir=out, use_cpu=device == "cpu", bf16=False, per_device_train_batch_size=len(trajs),
+                          num_generations=2, max_steps=1, learning_rate=1e-5, report_to="none", save_strategy="no",
+                          loss_type="bnpo", beta=0.0, seed=0)
+        trl = GRPOTrainer(model=trl_policy.causal, args=args, processing_class=trl_policy.layout.tok,
+                          train_dataset=Dataset.from_list([{"prompt": "x"}] * len(trajs)), reward_funcs=[lambda **k: [0.0]])
+        trl.current_gradient_accumulation_steps = 1  # set by Trainer.train; one step, no accumulation
+        batch = {k: v.to(trl_policy.device) for k, v in _trl_batch(trajs, trl_policy.layout.tok.pad_token_id or 0).items()}
+        opt = torch.optim.AdamW(trl_policy.causal.parameters(), lr=1e-5)
+        trl_policy.causal.train()
+
+        def trl_step() -> None:
+            opt.zero_grad(set_to_none=True)
+            trl.compute_loss(trl_policy.causal, batch).backward()
+            opt.step()
+        base = _median_seconds(trl_step, repeats)
+    return {"bench": "grpo_update", "ours_tok_s": tokens / ours, "baseline_tok_s": tokens / base, "ratio": base / ours,
+            "target": float("nan"), "baseline": "TRL GRPOTrainer.compute_loss + backward + step"}
+
+
+def run(a: argparse.Namespace) -> int:
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
+        print(f"--device={a.device}: no CUDA device here; allowed: cpu")
+        return 2
+    for name in ("rows", "new", "turns", "action", "repeats", "threads"):
+        if getattr(a, name) < 1:
+            print(f"--{name}={getattr(a, name)} invalid; allowed: an int >= 1")
+            return 2
+    torch.set_num_threads(a.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        model = a.model or str(build_tiny_model_dir(Path(tmp) / "hf_tiny", TinyModelSpec()))
+        policy = load_policy(model, device=a.device, dtype="float32")
+        results = [bench_single_turn(policy, a.rows, a.new, a.repeats),
+                   bench_turns(policy, a.rows, a.turns, a.action, a.repeats)]
+        update = bench_update(model, a.device, a.rows, a.repeats)
+        if update is not None:
+            results.append(update)
+    print(f"model {a.model or 'tiny (algos.hf_tiny)'} on {a.device}, rows {a.rows}, {a.threads} torch thread(s), "
+          f"median of {a.repeats}")
+    print(f"{'bench':<14} {'ours tok/s':>11} {'baseline tok/s':>15} {'ratio':>6} {'target':>7}  baseline")
+    for r in results:
+        target = "" if r["target"] != r["target"] else f">= {r['target']:g}x"
+        print(f"{r['bench']:<14} {r['ours_tok_s']:>11.0f} {r['baseline_tok_s']:>15.0f} {r['ratio']:>5.2f}x {target:>7}  "
+              f"{r['baseline']}")
+    if a.device.startswith("cuda"):
+        print(f"peak CUDA memory {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB")
+    return 0
+
+
+__all__ = ["add_arguments", "bench_single_turn", "bench_turns", "bench_update", "run"]
