@@ -396,6 +396,25 @@ def load_layout(path: str | Path, end_token: str | None = None, system: str | No
     return ChatLayout(tokenizer, end_token, system, vocab_size=int(vocab) if vocab is not None else None)
 
 
+def lora_target_problem(path: str | Path, targets: str) -> str | None:
+    """None when every comma-separated name of ``targets`` ends some module name of the model at
+    ``path`` (``"all-linear"`` always holds), else a one-line description naming the missing ones
+    and the model's linear module names. The model is built on the meta device: no weights load."""
+    if targets == "all-linear":
+        return None
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with torch.device("meta"):
+        skeleton = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(str(path)))
+    names = [n for n, _ in skeleton.named_modules()]
+    wanted = [t.strip() for t in targets.split(",") if t.strip()]
+    missing = [t for t in wanted if not any(n == t or n.endswith("." + t) for n in names)]
+    if not missing:
+        return None
+    linear = sorted({n.rsplit(".", 1)[-1] for n, m in skeleton.named_modules() if isinstance(m, nn.Linear)})
+    return f"LoRA targets {missing} are not modules of the model; its linear modules: {', '.join(linear)} (or all-linear)"
+
+
 def load_policy(path: str | Path, value_head: bool = False, device: str = "auto", dtype: str = "auto",
                 end_token: str | None = None, system: str | None = None, lora: LoraSpec | None = None) -> HFPolicy:
     """The policy of a Hugging Face model: a local directory or a hub id (``from_pretrained``),
@@ -415,5 +434,5 @@ def load_policy(path: str | Path, value_head: bool = False, device: str = "auto"
     return HFPolicy(lm, layout, value_head=value_head)
 
 
-__all__ = ["ChatLayout", "HFPolicy", "LoraSpec", "RowCache", "check_template", "is_local_model", "load_layout", "load_policy",
+__all__ = ["ChatLayout", "HFPolicy", "LoraSpec", "RowCache", "check_template", "is_local_model", "load_layout", "load_policy", "lora_target_problem",
            "resolve_device_dtype"]

@@ -14,10 +14,11 @@ Everything is measured in the same process, side by side, with the same model an
    (for PPO through the policy and its separate critic). Ratio = update tokens/s / raw tokens/s
    (target >= 0.8; PPO also pays for one old-policy/old-value pass per update, which the raw
    bound does not: with 2 epochs its ceiling is 6 / 7 = 0.86).
-3. **Per-turn cost on LongHorizon** at 16, 64 and 256 turns, with and without compression: a
+3. **Per-turn cost on LongHorizon-v3** at 8, 32 and 128 decisions, with and without compression: a
    scripted oracle episode is laid out exactly like a rollout (``demo_to_trajectory``) and replayed
    turn by turn through the KV cache (each turn: its action, EOS, observation, SEP, then the next
-   token's logits). Printed: mean context tokens per turn, ms per turn, tokens fed per turn.
+   token's logits). Printed: mean context tokens per turn, ms per turn, tokens fed per turn, and
+   the ratio of ms per turn at 128 to 8 decisions (compression on: the cost stays flat).
 
 The policy is the default tiny one (d_model 64, 2 layers, 4 heads); the rollout bench starts from
 the default BugFix warm start (built and cached on first use) so actions are realistic.
@@ -38,7 +39,7 @@ from algos.policy import PolicyModel, PolicyShape, ValueModel
 from algos.policy import shift_logprobs
 from algos.rollout import demo_to_trajectory, make_requests
 from algos.trainer import make_trainer
-from envs.long_horizon_agents import OracleAgent
+from envs.long_horizon_v3_agents import make_agent as make_lh3_agent
 from envs.tokenizer import get_tokenizer
 from experiments.runtime.build import load_policy_weights, policy_shape, rollouts_per_update, train_engine
 from experiments.runtime.config import compose_config, validate
@@ -187,17 +188,19 @@ def bench_update(algo_name: str, repeats: int = 3, overrides: tuple[str, ...] = 
             "passes": passes}
 
 
-def bench_turn_cost(turns_list=(16, 64, 256)) -> list[dict]:
+def bench_turn_cost(stages_list=(8, 32, 128)) -> list[dict]:
+    """Per-turn cost of a LongHorizon-v3 oracle episode of ``n_stages`` decisions, without and with
+    ``structured_summary`` compression (token trigger at 384): the episode laid out like a rollout
+    and replayed through the tiny policy's KV cache, each turn's env-written ids fed up to the next
+    action. Compression restarts the cache at every new segment, so the context stays bounded."""
     tok = get_tokenizer()
     out = []
-    for turns in turns_list:
+    for n_stages in stages_list:
         for comp_name, comp in (("none", None),
                                 ("structured_summary", dict(strategy="structured_summary", trigger="tokens",
                                                             budget_tokens=384, max_compactions=10_000))):
-            # n_stages ~ turns: the oracle reads the notes, tries the approach, steps through every stage
-            env_kwargs = dict(n_stages=max(1, turns - 4), n_approaches=4, verbose=2, max_turns=turns + 8)
-            env = envs.make("agentrl/LongHorizon-v0", compression=comp, **env_kwargs)
-            obs, acts, rews, infos, term, trunc = play_demo(env, OracleAgent(), seed=0,
+            env = envs.make("agentrl/LongHorizon-v3", compression=comp, n_stages=n_stages, time_limit="termination")
+            obs, acts, rews, infos, term, trunc = play_demo(env, make_lh3_agent("oracle"), seed=0,
                                                             options={"task_index": 0, "split": "train"})
             env.close()
             max_len = 16_384
@@ -220,9 +223,18 @@ def bench_turn_cost(turns_list=(16, 64, 256)) -> list[dict]:
                     prev = s
             secs = time.perf_counter() - t0
             n = max(tr.turns, 1)
-            out.append({"turns_target": turns, "turns": tr.turns, "compression": comp_name,
+            out.append({"n_stages": n_stages, "turns": tr.turns, "compression": comp_name, "verified": tr.verified,
                         "segments": len(tr.segments), "mean_context": statistics.mean(ctx_lens),
                         "max_context": max(ctx_lens), "ms_per_turn": 1000 * secs / n, "tokens_per_turn": fed / n})
+    return out
+
+
+def turn_cost_ratios(rows: list[dict]) -> dict[str, float]:
+    """ms per turn at the longest horizon / at the shortest, per compression setting."""
+    out = {}
+    for comp in dict.fromkeys(r["compression"] for r in rows):
+        mine = sorted((r for r in rows if r["compression"] == comp), key=lambda r: r["n_stages"])
+        out[comp] = mine[-1]["ms_per_turn"] / mine[0]["ms_per_turn"]
     return out
 
 
@@ -253,11 +265,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"  update {u['update_tps']:9.0f} tok/s | raw fwd+bwd+step {u['raw_tps']:9.0f} tok/s | "
               f"ratio {u['ratio']:.2f} (target >= {TARGET}) {'OK' if u['ratio'] >= TARGET else 'BELOW TARGET'}")
     if not args.skip_turns:
-        print("per-turn cost on LongHorizon (oracle episode replayed through the KV cache, tiny policy):")
-        print(f"  {'turns':>5} {'compression':>18} {'segments':>8} {'mean ctx':>8} {'max ctx':>8} {'tok/turn':>8} {'ms/turn':>8}")
-        for t in bench_turn_cost():
-            print(f"  {t['turns']:5d} {t['compression']:>18} {t['segments']:8d} {t['mean_context']:8.0f} "
+        print("per-turn cost on LongHorizon-v3 (oracle episode replayed through the KV cache, tiny policy):")
+        print(f"  {'stages':>6} {'turns':>5} {'compression':>18} {'segments':>8} {'mean ctx':>8} {'max ctx':>8} "
+              f"{'tok/turn':>8} {'ms/turn':>8}")
+        rows = bench_turn_cost()
+        for t in rows:
+            print(f"  {t['n_stages']:6d} {t['turns']:5d} {t['compression']:>18} {t['segments']:8d} {t['mean_context']:8.0f} "
                   f"{t['max_context']:8d} {t['tokens_per_turn']:8.1f} {t['ms_per_turn']:8.2f}")
+        for comp, ratio in turn_cost_ratios(rows).items():
+            print(f"  ms/turn at {rows[-1]['n_stages']} / at {rows[0]['n_stages']} stages, compression {comp}: {ratio:.2f}x")
     return 0
 
 

@@ -21,7 +21,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 import envs
-from algos.hf_backend import load_layout
+from algos.hf_backend import load_layout, lora_target_problem
 from experiments.runtime.build import compression_kwargs, env_kwargs
 from experiments.runtime.schema import ALGO_SCHEMAS, ConfigError, TrainConfig, is_pair_run
 
@@ -101,7 +101,8 @@ def check_env(c: TrainConfig) -> None:
 
 def check_policy(c: TrainConfig) -> None:
     """``policy.kind=hf``: load the model's tokenizer and config (not its weights) and check its
-    chat template and end-of-turn token (``algos.hf_backend.load_layout``); a problem becomes a
+    chat template and end-of-turn token (``algos.hf_backend.load_layout``) and, with LoRA, that
+    the target modules exist (``lora_target_problem``, on the meta device); a problem becomes a
     one-line ``ConfigError`` naming the policy fields. The tiny policy needs no check."""
     if c.policy.kind != "hf":
         return
@@ -111,6 +112,9 @@ def check_policy(c: TrainConfig) -> None:
     except (ValueError, OSError) as e:
         hub = "" if Path(p.path).is_dir() else " (a hub id loads only with a network or from the local Hugging Face cache)"
         raise ConfigError(f"policy.path={p.path!r} (end_token={p.end_token!r}){hub}: " + " ".join(str(e).split())) from None
+    problem = lora_target_problem(p.path, p.lora_targets) if p.lora_r > 0 else None
+    if problem:
+        raise ConfigError(f"policy.lora_targets={p.lora_targets!r}: {problem}")
 
 
 __all__ = ["CONFIG_DIR", "check_env", "check_policy", "compose_config", "register_configs", "to_object", "validate"]

@@ -44,6 +44,10 @@ def test_bad_hf_knobs_are_one_line_errors(overrides, message):
 def test_hf_model_problems_are_one_line_errors_before_any_compute(hf_model_dir):
     with pytest.raises(ConfigError, match="end_token 'zzz' is not a token of the tokenizer"):
         hf_config(hf_model_dir, "policy.end_token=zzz")
+    with pytest.raises(ConfigError, match=r"policy.lora_targets='q_proj,nope': LoRA targets \['nope'\] are not "
+                                          r"modules of the model; its linear modules: .*q_proj"):
+        hf_config(hf_model_dir, "policy.lora_r=4", "policy.lora_targets='q_proj,nope'")
+    hf_config(hf_model_dir, "policy.lora_r=4", "policy.lora_targets='q_proj,v_proj'")  # both exist
     with pytest.raises(ConfigError, match="policy.critic='separate' is not available with policy.kind=hf"):
         hf_config(hf_model_dir, "algo=ppo", "policy.critic=separate")
     with pytest.raises(ConfigError, match="policy.kind='hf' is not supported for env=pairfix"):
@@ -131,3 +135,15 @@ def test_compare_runs_the_hf_policy_end_to_end(tmp_path, hf_model_dir):
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = (tmp_path / "sweep" / "report.md").read_text()
     assert "grpo" in report and "ppo" in report
+
+
+@pytest.mark.slow
+def test_warmstart_entry_point_builds_the_hf_start_model(tmp_path, hf_model_dir):
+    """``python -m experiments.warmstart ... policy=hf policy.path=DIR`` (docs/own-model.md) builds
+    and caches the start model of the Hugging Face policy and prints its measured success."""
+    proc = run_entry("experiments.warmstart", [*TINY_HF, f"policy.path={hf_model_dir}",
+                                               f"warmstart.cache_dir={tmp_path / 'ws'}"], cwd=ROOT, env=None)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (info,) = list((tmp_path / "ws").glob("*/warmstart.json"))
+    ws = json.loads(info.read_text())
+    assert ws["demos"] >= 1 and 0 <= ws["start_success"] <= 1 and (info.parent / "policy.pt").is_file()
