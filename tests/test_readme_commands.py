@@ -15,7 +15,8 @@ whose joblib launcher starts worker processes: that one runs as a subprocess (``
 - ``experiments.compare``: ``--tiny`` (plus ``--dry-run`` for the Ray launcher, whose real multirun
   is tests/experiments/test_launchers.py's; the ``--methods`` example runs at ``--tiny`` in
   tests/experiments/test_compare_methods.py, ``--preset pairfix`` in
-  tests/experiments/test_compare_pairfix.py);
+  tests/experiments/test_compare_pairfix.py, ``--horizons`` in tests/experiments/test_compare_horizons.py,
+  which also runs ``experiments.report.horizons`` on fixture sweeps);
 - ``experiments.warmstart``: ``experiment=tiny`` (and the tiny compression budget);
   ``experiments.calibrate``: ``--episodes 5`` (in place of any ``--episodes N``);
   ``experiments.critic_probe``: 8 rollouts, 2 steps on ``experiment=learn_tiny``;
@@ -138,6 +139,11 @@ def tiny_case(cmd: str) -> Case:
     if module == "experiments.compare" and args == ["--preset", "long_horizon", "--methods", "grpo,gigpo"]:
         # the --methods example: run at --tiny by its own end-to-end test (one sweep, not two)
         return Case(exe + args, covered_by="tests/experiments/test_compare_methods.py")
+    if module == "experiments.compare" and "--horizons" in args:
+        # one sweep per horizon: run at --tiny (two horizons, two methods) by its own end-to-end test
+        return Case(exe + args, covered_by="tests/experiments/test_compare_horizons.py")
+    if module == "experiments.report.horizons":
+        return Case(exe + args, covered_by="tests/experiments/test_compare_horizons.py")
     if module == "experiments.compare" and args == ["--preset", "pairfix"]:
         # two agents: run at --tiny by its own end-to-end test (one sweep, not two)
         return Case(exe + args, covered_by="tests/experiments/test_compare_pairfix.py")

@@ -7,6 +7,7 @@
     python -m experiments.compare --preset bugfix       # configs/experiment/compare_bugfix.yaml
     python -m experiments.compare --preset long_horizon --launcher ray
     python -m experiments.compare --preset pairfix      # two agents: PPO_CTDE - PPO_INDEPENDENT
+    python -m experiments.compare --preset horizon --horizons 8,32,128   # one sweep per horizon + horizons.md
     python -m experiments.compare --seeds 0,1 -- budget.amount=512 eval.tasks=8   # extra overrides
     python -m experiments.compare --tiny                # seconds: seed 0, tiny model/budget (a smoke test)
                                                         #   (jobs one after another: Hydra's basic launcher)
@@ -66,6 +67,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from algos.registry import TRAINERS, load_builtin_trainers
+from experiments.compare.horizons import HorizonError, horizon_dir, horizon_overrides, parse_horizons, run_horizons
 from experiments.report import DIAG_COLUMNS, ReportError, diagnostics_table, group_runs, render_report, report_tables
 from experiments.runtime.loggers import make_logger
 
@@ -461,6 +463,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--tiny", action="store_true",
                    help="seconds, not minutes: tiny runs (TINY_OVERRIDES), seed 0 unless --seeds, jobs one after "
                         "another in the sweep process (Hydra's basic launcher) unless --launcher or --jobs; checks the pipeline")
+    p.add_argument("--horizons", default=None,
+                   help="--preset horizon only: comma-separated decisions per episode (e.g. 8,32,128): one sweep per "
+                        "horizon in SWEEP_DIR/n<h>, then horizons.md / horizons.png (experiments/compare/horizons.py)")
     p.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run (after --)")
     return p.parse_args(argv)
 
@@ -471,7 +476,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         methods = parse_methods(args.methods or ",".join(PRESET_METHODS[args.preset]))
         check_methods(methods, args.preset, args.overrides)
         tiny = tiny_overrides(args.preset, args.overrides) if args.tiny else ()
-    except MethodError as e:
+        horizons = parse_horizons(args.horizons, args.preset) if args.horizons else ()
+    except (MethodError, HorizonError) as e:
         print(f"compare: {e}", file=sys.stderr)
         return 2
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else ([0] if args.tiny else None)
@@ -479,7 +485,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     group = sweep_dir.name
     overrides = [*args.overrides, *tiny]
     launcher = sweep_launcher(args.launcher, args.tiny, args.jobs)
-    cmd = sweep_command(args.preset, sweep_dir, group, launcher, args.jobs, seeds, args.logger, overrides, methods)
+    if not horizons:
+        return sweep_and_report(args, methods, seeds, sweep_dir, group, launcher, overrides)
+
+    def one_horizon(sub: Path, h: int) -> int:
+        extra = horizon_overrides(h, args.overrides, args.tiny)
+        return sweep_and_report(args, methods, seeds, sub, group, launcher, [*overrides, *extra])
+    if args.dry_run:
+        return max(one_horizon(horizon_dir(sweep_dir, h), h) for h in horizons)
+    return run_horizons(horizons, sweep_dir, one_horizon, methods, args.logger, group)
+
+
+def sweep_and_report(args: argparse.Namespace, methods: Sequence[str], seeds, sweep_dir: Path, group: str,
+                     launcher: str, overrides: Sequence[str]) -> int:
+    """One sweep into ``sweep_dir`` (printed; ``--dry-run``: only printed), its report (printed)
+    and its W&B summary run; the exit code (the sweep's, or 2 when the report fails)."""
+    cmd = sweep_command(args.preset, sweep_dir, group, launcher, args.jobs, seeds, args.logger, list(overrides), methods)
     print("sweep: " + " ".join(cmd), flush=True)
     if args.dry_run:
         return 0
@@ -501,11 +522,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(report.markdown)
     config = {"preset": args.preset, "experiment": PRESETS[args.preset], "methods": list(methods), "seeds": seeds,
-              "launcher": launcher, "overrides": overrides, "command": " ".join(cmd),
+              "launcher": launcher, "overrides": list(overrides), "command": " ".join(cmd),
               "sweep_dir": str(sweep_dir), "sweep_seconds": sweep_seconds, "runs": len(report.runs)}
     log_report(report, args.logger, sweep_dir, group, config, methods)
     print(f"\nsweep {sweep_dir}: {len(report.runs)} runs in {sweep_seconds:.0f}s; report {report.path}"
           + (f"; W&B offline files under {sweep_dir / 'wandb'} and each run's wandb/" if args.logger == "wandb" else ""),
           file=sys.stderr)
     return 0
-

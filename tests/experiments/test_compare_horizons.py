@@ -1,0 +1,90 @@
+"""The horizon sweep (``python -m experiments.compare --preset horizon --horizons ...``) and its
+report (``python -m experiments.report.horizons``): differences to the baseline against the horizon."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from entry import run_entry
+from experiments.compare.horizons import HorizonError, horizon_overrides, parse_horizons
+from experiments.report import ReportError
+from experiments.report.horizons import render_horizon_report
+from report_fixtures import SEEDS, write_run
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def horizon_sweep(root: Path, n_stages: int, finals: dict[str, list[float]]) -> Path:
+    """A fixture sweep of LongHorizon-v3 runs at ``n_stages`` decisions with the given final
+    held-out success per method and seed (report_fixtures' contract runs)."""
+    for algo, values in finals.items():
+        for seed, final in zip(SEEDS, values):
+            run = write_run(root / f"{algo}-s{seed}", algo, "long_horizon_v3", seed, final=final)
+            config = yaml.safe_load((run / "config.yaml").read_text())
+            config["env"]["kwargs"] = {"n_stages": n_stages}
+            (run / "config.yaml").write_text(yaml.safe_dump(config))
+    return root
+
+
+def test_differences_per_horizon_and_axis(tmp_path):
+    short = horizon_sweep(tmp_path / "n8", 8, {"grpo": [0.5, 0.6, 0.7], "ppo": [0.4, 0.4, 0.7]})
+    long = horizon_sweep(tmp_path / "n32", 32, {"grpo": [0.8, 0.8, 0.9], "ppo": [0.4, 0.5, 0.6]})
+    markdown, png, results = render_horizon_report([long, short], tmp_path)
+    assert [r.horizon for r in sorted(results, key=lambda r: r.horizon)] == [8, 32]
+    rows = [line.split(" | ") for line in markdown.splitlines() if line.startswith("| 8 ") or line.startswith("| 32 ")]
+    assert len(rows) == 2 * 4  # 2 horizons x 4 compute axes x 1 comparison (PPO - GRPO)
+    by = {(r[0].strip("| "), r[2]): r for r in rows}
+    # every run reaches the same budgets, so each axis compares the final evaluations:
+    # 8: mean(0.4, 0.4, 0.7) - mean(0.5, 0.6, 0.7) = 0.5 - 0.6 = -0.100
+    # 32: mean(0.4, 0.5, 0.6) - mean(0.8, 0.8, 0.9) = 0.5 - 0.8333 = -0.333
+    assert by[("8", "complete rollouts")][4] == "-0.100" and by[("8", "complete rollouts")][6].startswith("inconclusive")
+    # Welch at 32: se = sqrt(0.01 / 3 + 0.00333 / 3) = 0.0667, df = 3.2, t = 3.1: [-0.54, -0.13]
+    assert by[("32", "complete rollouts")][4] == "-0.333" and by[("32", "complete rollouts")][6].startswith("GRPO ahead")
+    assert rows[0][1] == "0.200"  # report_fixtures' start model
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and (tmp_path / "horizons.md").read_text() == markdown
+
+
+def test_a_horizon_twice_or_mixed_horizons_are_errors(tmp_path):
+    a = horizon_sweep(tmp_path / "a", 8, {"grpo": [0.5, 0.6, 0.7], "ppo": [0.4, 0.4, 0.7]})
+    b = horizon_sweep(tmp_path / "b", 8, {"grpo": [0.5, 0.6, 0.7], "ppo": [0.4, 0.4, 0.7]})
+    with pytest.raises(ReportError, match="two sweeps at 8 decisions"):
+        render_horizon_report([a, b], tmp_path)
+    horizon_sweep(tmp_path / "b" / "more", 32, {"grpo": [0.5], "ppo": [0.4]})
+    with pytest.raises(ReportError, match=r"a horizon sweep holds one env.kwargs.n_stages; found \[8, 32\]"):
+        render_horizon_report([b], tmp_path)
+
+
+def test_horizons_argument_and_the_warm_start_it_scales():
+    assert parse_horizons("8,32,128", "horizon") == (8, 32, 128)
+    for text, message in (("8,8", "distinct"), ("2,8", "ints >= 4"), ("x", "comma-separated ints")):
+        with pytest.raises(HorizonError, match=message):
+            parse_horizons(text, "horizon")
+    with pytest.raises(HorizonError, match="--horizons needs --preset horizon"):
+        parse_horizons("8", "small")
+    # 32000 decisions of demos: 4000 demos at 8 decisions, 1000 at 32, 250 at 128
+    assert horizon_overrides(128, [], tiny=False) == ["env.kwargs.n_stages=128", "warmstart.demos=250"]
+    assert horizon_overrides(32, ["warmstart.demos=64"], tiny=False) == ["env.kwargs.n_stages=32"]
+    assert horizon_overrides(32, [], tiny=True) == ["env.kwargs.n_stages=32"]
+
+
+def test_report_horizons_cli_renders_and_rejects(tmp_path):
+    short = horizon_sweep(tmp_path / "n8", 8, {"grpo": [0.5, 0.6, 0.7], "ppo": [0.4, 0.4, 0.7]})
+    done = run_entry("experiments.report.horizons", [str(short), "--out", str(tmp_path / "out")], cwd=ROOT)
+    assert done.returncode == 0 and (tmp_path / "out" / "horizons.png").is_file(), done.stderr
+    bad = run_entry("experiments.report.horizons", [str(tmp_path / "none")], cwd=ROOT)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("report: no run directories")
+
+
+@pytest.mark.slow
+def test_compare_runs_one_sweep_per_horizon_then_the_horizon_report(tmp_path):
+    done = run_entry("experiments.compare", ["--preset", "horizon", "--horizons", "4,6", "--methods", "grpo,ppo",
+                                             "--tiny", "--logger", "none", "--sweep-dir", str(tmp_path / "sweep")],
+                     cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for h in (4, 6):
+        assert (tmp_path / "sweep" / f"n{h}" / "report.md").is_file()
+    text = (tmp_path / "sweep" / "horizons.md").read_text()
+    assert "| 4 |" in text and "| 6 |" in text and (tmp_path / "sweep" / "horizons.png").is_file()
