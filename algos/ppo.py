@@ -38,7 +38,7 @@ Fields read from ``algo`` beyond the base ``Trainer``'s: ``gamma``, ``lam``, ``v
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -159,7 +159,7 @@ class PPOTrainer(Trainer):
         raw = inputs.old_values
         if raw is None:
             raise ValueError("PPO advantages need inputs.old_values (the critic's outputs before the update)")
-        layout = gae_layout(batch, raw, algo.value_level)
+        layout = self.gae_inputs(batch, raw)
         adv, ret = gae(layout.rewards, layout.values, layout.next_values, layout.terminated, layout.truncated,
                        gamma=algo.gamma, lam=algo.lam, mask=layout.mask)
         tok_adv = on_sampled_tokens(adv, layout, batch)
@@ -171,6 +171,10 @@ class PPOTrainer(Trainer):
                           value_mask=at_points(layout.mask.float(), layout, batch), old_values=shift_values(raw),
                           layout=layout, point_advantages=adv, point_returns=ret,
                           metrics=self._critic_metrics(batch, layout, adv, ret))
+
+    def gae_inputs(self, batch: Batch, raw_values: Tensor) -> GAELayout:
+        """The GAE inputs of the update (:func:`gae_layout`; compressions continue the recursion)."""
+        return gae_layout(batch, raw_values, self.algo.value_level)
 
     def _critic_metrics(self, batch: Batch, layout: GAELayout, adv: Tensor, ret: Tensor) -> dict:
         """Before fitting: mean value / return / |advantage| at the points, and the held-out EV of
@@ -213,3 +217,32 @@ class PPOTrainer(Trainer):
 
 
 __all__ = ["GAELayout", "PPOTrainer", "VALUE_LEVELS", "at_points", "gae_layout", "on_sampled_tokens"]
+
+
+def compression_boundaries(layout: GAELayout) -> Tensor:
+    """``[n, 2]`` (trajectory, point) of the last decision point of every segment a compression
+    ended: a point whose successor in the trajectory's row lies in another batch row (a trajectory's
+    segments are separate rows; its last point has no successor)."""
+    nxt = layout.mask[:, 1:] & (layout.rows[:, 1:] != layout.rows[:, :-1])
+    return torch.nonzero(nxt, as_tuple=False)
+
+
+def segment_end_as_terminal(layout: GAELayout) -> GAELayout:
+    """A copy of ``layout`` with every compression boundary labelled ``terminated`` and its next
+    value 0: each segment is then its own episode, ended with the rewards it holds."""
+    terminated, next_values = layout.terminated.clone(), layout.next_values.clone()
+    at = compression_boundaries(layout)
+    terminated[at[:, 0], at[:, 1]] = True
+    next_values[at[:, 0], at[:, 1]] = 0.0
+    return replace(layout, terminated=terminated, next_values=next_values)
+
+
+@register("ppo_segment_terminal")
+class SegmentTerminalPPOTrainer(PPOTrainer):
+    """PPO with every compression boundary labelled terminal (``segment_end_as_terminal``): the
+    boundary setting the document's C17 example rules out (a compression is a continuation, so V
+    of the compressed context is bootstrapped). A named method only to measure what that mistake
+    costs in training; otherwise identical to ``ppo``."""
+
+    def gae_inputs(self, batch: Batch, raw_values: Tensor) -> GAELayout:
+        return segment_end_as_terminal(super().gae_inputs(batch, raw_values))

@@ -124,6 +124,9 @@ COMPARE_METHODS: dict[str, MethodSpec] = {m.name: m for m in (
     MethodSpec("rloo"),
     MethodSpec("gigpo"),
     MethodSpec("grpo_process", envs=("bugfix",), step_rewards=True),
+    # PPO with compressions labelled terminal (claim C17's wrong setting): a boundary experiment
+    # on the compressed long-horizon env only
+    MethodSpec("ppo_segment_terminal", envs=("long_horizon_v3",)),
     # two agents (experiments/runtime/pair.py): PairFix-v2 only; single-agent methods do not run there
     MethodSpec("ppo_ctde", envs=("pairfix",)),
     MethodSpec("ppo_independent", envs=("pairfix",)),

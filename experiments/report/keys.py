@@ -58,7 +58,7 @@ CRITIC_KEYS: dict[str, str] = {
 #: the key must be present in every update with >= 2 held-out points.
 CRITIC_EV_KEY = "critic/explained_variance_heldout"
 EV_NA = "n/a (undefined in every update: < 2 held-out complete returns, or they all were equal)"
-METHODS_WITH_CRITIC: frozenset[str] = frozenset({"ppo"})
+METHODS_WITH_CRITIC: frozenset[str] = frozenset({"ppo", "ppo_segment_terminal"})
 
 STOP_PREFIX = "rollout/stop/"
 

@@ -41,6 +41,8 @@ PAIR_ALGOS = ("ppo_ctde", "ppo_independent")
 PAIR_AGENTS = ("a", "b")
 CRITIC_CHOICES = ("auto", "none", "head", "separate")
 POLICY_KINDS = ("tiny", "hf")
+#: one-agent algorithms that train a critic (policy.critic=auto gives them one)
+CRITIC_ALGOS = ("ppo", "ppo_segment_terminal")
 HF_DTYPES = ("auto", "float32", "bfloat16", "float16")
 LOGGER_KINDS = ("wandb", "none")
 EVAL_SPLITS = ("train", "heldout")
@@ -290,6 +292,15 @@ class PpoConfig(AlgoConfig):
 
 
 @dataclass
+class PpoSegmentTerminalConfig(PpoConfig):
+    """PPO with every compression boundary labelled terminal (``algos/ppo.py``
+    ``SegmentTerminalPPOTrainer``): the wrong boundary setting of claim C17, as a method variant
+    for measuring its cost; the knobs are PPO's."""
+
+    name: str = "ppo_segment_terminal"
+
+
+@dataclass
 class RlooConfig(GrpoConfig):
     """RLOO (``algos/rloo.py``): A_i = r_i - mean of the other members of i's group, broadcast to
     every action token (``std`` / ``adv_eps`` are not read: there is no std division)."""
@@ -367,7 +378,7 @@ class PpoCtdeConfig(PpoIndependentConfig):
 #: (a subclass of the schema whose fields it reads, e.g. ``class RlooConfig(GrpoConfig): name = "rloo"``)
 #: and a ``configs/algo/<name>.yaml`` whose defaults list starts with ``<name>_schema``.
 ALGO_SCHEMAS: dict[str, type[AlgoConfig]] = {
-    "grpo": GrpoConfig, "ppo": PpoConfig, "rloo": RlooConfig, "gigpo": GigpoConfig,
+    "grpo": GrpoConfig, "ppo": PpoConfig, "ppo_segment_terminal": PpoSegmentTerminalConfig, "rloo": RlooConfig, "gigpo": GigpoConfig,
     "grpo_process": GrpoProcessConfig, "ppo_independent": PpoIndependentConfig, "ppo_ctde": PpoCtdeConfig,
 }
 
@@ -518,8 +529,9 @@ class TrainConfig:
         """Combinations across groups (each group checked its own fields already)."""
         if self.algo.name == MISSING:
             return  # the bare schema before Hydra merges an algo option into it
-        if self.algo.name == "ppo" and resolve_critic(self) == "none":
-            raise ConfigError("algo=ppo needs a critic but policy.critic=none; allowed for PPO: head, separate (or auto)")
+        if self.algo.name in CRITIC_ALGOS and resolve_critic(self) == "none":
+            raise ConfigError(f"algo={self.algo.name} needs a critic but policy.critic=none; allowed for PPO: head, separate "
+                              "(or auto)")
         _check_pair_combination(self)
         p, r = self.policy, self.rollout
         if r.max_action_tokens + 4 > p.max_len:
@@ -572,7 +584,7 @@ def resolve_critic(c) -> str:
     policy) or a value head on the LM (``policy.kind=hf``)."""
     if c.policy.critic != "auto":
         return c.policy.critic
-    if c.algo.name not in ("ppo", *PAIR_ALGOS):
+    if c.algo.name not in (*CRITIC_ALGOS, *PAIR_ALGOS):
         return "none"
     return "head" if getattr(c.policy, "kind", "tiny") == "hf" else "separate"
 

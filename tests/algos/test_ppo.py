@@ -318,3 +318,34 @@ def test_ppo_ctde_refuses_critic_passes():
     algo = AlgoConfig(name="ppo_ctde", critic_epochs=1)
     with pytest.raises(ValueError, match="algo.critic_epochs=1 is not supported by ppo_ctde"):
         CentralCriticPPOTrainer(algo, policy, value)
+
+
+def test_compression_boundaries_are_the_points_before_a_segment_change():
+    """rows [[0, 0, 1, 1, 2], [3, 3, 3, pad, pad]]: the row changes after points (0, 1) and (0, 3);
+    the padding after trajectory 1's last point is not a boundary."""
+    from algos.ppo import GAELayout, compression_boundaries
+
+    rows = torch.tensor([[0, 0, 1, 1, 2], [3, 3, 3, 0, 0]])
+    mask = torch.tensor([[True] * 5, [True, True, True, False, False]])
+    zeros = torch.zeros(2, 5)
+    flags = torch.zeros(2, 5, dtype=torch.bool)
+    lay = GAELayout(rows=rows, cols=rows, mask=mask, rewards=zeros, values=zeros, next_values=zeros,
+                    terminated=flags, truncated=flags, owner=rows)
+    assert compression_boundaries(lay).tolist() == [[0, 1], [0, 3]]
+
+
+def test_segment_terminal_ppo_labels_the_compression_terminal_and_ppo_does_not():
+    """On the C17 fixture (reward 0, V(s) = 0.6, V(compressed context) = 0.8, gamma 0.9, lambda 0):
+    ppo's advantage at the compression is 0 + 0.9 * 0.8 - 0.6 = +0.12; ppo_segment_terminal's is
+    0 - 0.6 = -0.6; the final point (1 - 0.8 = 0.2) is the same for both."""
+    batch = collate([compressed_traj()])
+    out = {}
+    for name in ("ppo", "ppo_segment_terminal"):
+        algo = AlgoConfig(name=name, gamma=0.9, lam=0.0)
+        policy = PolicyModel(PolicyShape(vocab_size=64, d_model=16, n_layers=1, n_heads=2, max_len=32, critic="head"))
+        lay = make_trainer(name, algo, policy).gae_inputs(batch, raw_values())
+        out[name], _ = gae(lay.rewards, lay.values, lay.next_values, lay.terminated, lay.truncated,
+                           gamma=0.9, lam=0.0, mask=lay.mask)
+        assert lay.terminated.tolist() == ([[False, True]] if name == "ppo" else [[True, True]])
+    torch.testing.assert_close(out["ppo"], torch.tensor([[0.12, 0.2]]))
+    torch.testing.assert_close(out["ppo_segment_terminal"], torch.tensor([[-0.6, 0.2]]))
