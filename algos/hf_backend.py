@@ -77,7 +77,8 @@ class ChatLayout:
         check_template(self)
 
     # ----- rendering --------------------------------------------------------------------------
-    def _head(self) -> list[dict]:
+    def head(self) -> list[dict]:
+        """The messages before the first user turn: the system message, when one is set."""
         return [{"role": "system", "content": self.system}] if self.system is not None else []
 
     def ids(self, messages: list[dict], generation_prompt: bool) -> list[int]:
@@ -87,7 +88,7 @@ class ChatLayout:
     def suffix(self, obs: str) -> list[int]:
         """``next(obs)`` uncut: rendering of a later user turn after an assistant turn, minus the
         rendering up to and including the end-of-turn id closing that assistant turn."""
-        conv = [*self._head(), {"role": "user", "content": DUMMY_USER}, {"role": "assistant", "content": DUMMY_ASSISTANT}]
+        conv = [*self.head(), {"role": "user", "content": DUMMY_USER}, {"role": "assistant", "content": DUMMY_ASSISTANT}]
         prefix = self.ids(conv, False)
         full = self.ids([*conv, {"role": "user", "content": obs}], True)
         cut = _after_last(prefix, self.end_id)
@@ -97,8 +98,8 @@ class ChatLayout:
 
     # ----- ContextLayout ----------------------------------------------------------------------
     def first(self, obs: str, limit: int) -> tuple[list[int], list[int]]:
-        obs = self._fit(obs, limit, lambda o: self.ids([*self._head(), {"role": "user", "content": o}], True))
-        ids = self.ids([*self._head(), {"role": "user", "content": obs}], True)
+        obs = self._fit(obs, limit, lambda o: self.ids([*self.head(), {"role": "user", "content": o}], True))
+        ids = self.ids([*self.head(), {"role": "user", "content": obs}], True)
         return ids, list(self.tok(obs, add_special_tokens=False)["input_ids"])
 
     def next(self, obs: str, limit: int | None = None) -> list[int]:
@@ -149,7 +150,7 @@ def check_template(layout: ChatLayout) -> None:
        turn ``k``;
     2. the assistant's turn is closed by the end-of-turn id right after its content (an id the
        model samples), and that content is the generation prompt's continuation."""
-    head = layout._head()
+    head = layout.head()
     msgs = list(head)
     prev_full = None
     for k in range(3):
@@ -260,7 +261,7 @@ class HFPolicy(nn.Module):
         super().__init__()
         self.lm = lm
         self.layout = layout
-        causal = lm.get_base_model() if hasattr(lm, "get_base_model") else lm
+        causal = self.causal
         cfg = causal.config
         hidden = int(cfg.hidden_size)
         self.value_head = nn.Linear(hidden, 1).to(causal.device, causal.dtype) if value_head else None
@@ -375,10 +376,10 @@ class LoraSpec:
     dropout: float = 0.0
     targets: str = "all-linear"
 
-
-def is_local_model(path: str | Path) -> bool:
-    """A local Hugging Face model directory (one with a ``config.json``)."""
-    return (Path(path) / "config.json").is_file()
+    @property
+    def target_modules(self) -> str | list[str]:
+        """``"all-linear"``, or the module names of ``targets`` (what ``peft.LoraConfig`` takes)."""
+        return self.targets if self.targets == "all-linear" else [t.strip() for t in self.targets.split(",") if t.strip()]
 
 
 def load_layout(path: str | Path, end_token: str | None = None, system: str | None = None) -> ChatLayout:
@@ -407,7 +408,7 @@ def lora_target_problem(path: str | Path, targets: str) -> str | None:
     with torch.device("meta"):
         skeleton = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(str(path)))
     names = [n for n, _ in skeleton.named_modules()]
-    wanted = [t.strip() for t in targets.split(",") if t.strip()]
+    wanted = LoraSpec(targets=targets).target_modules
     missing = [t for t in wanted if not any(n == t or n.endswith("." + t) for n in names)]
     if not missing:
         return None
@@ -428,11 +429,10 @@ def load_policy(path: str | Path, value_head: bool = False, device: str = "auto"
     if lora is not None and lora.r > 0:
         from peft import LoraConfig, get_peft_model
 
-        targets = lora.targets if lora.targets == "all-linear" else [t.strip() for t in lora.targets.split(",")]
         lm = get_peft_model(lm, LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                                           target_modules=targets, task_type="CAUSAL_LM"))
+                                           target_modules=lora.target_modules, task_type="CAUSAL_LM"))
     return HFPolicy(lm, layout, value_head=value_head)
 
 
-__all__ = ["ChatLayout", "HFPolicy", "LoraSpec", "RowCache", "check_template", "is_local_model", "load_layout", "load_policy", "lora_target_problem",
+__all__ = ["ChatLayout", "HFPolicy", "LoraSpec", "RowCache", "check_template", "load_layout", "load_policy", "lora_target_problem",
            "resolve_device_dtype"]

@@ -216,24 +216,28 @@ class PPOTrainer(Trainer):
         return out
 
 
-__all__ = ["GAELayout", "PPOTrainer", "VALUE_LEVELS", "at_points", "gae_layout", "on_sampled_tokens"]
-
-
-def compression_boundaries(layout: GAELayout) -> Tensor:
+def compression_boundaries(rows: Tensor, mask: Tensor) -> Tensor:
     """``[n, 2]`` (trajectory, point) of the last decision point of every segment a compression
-    ended: a point whose successor in the trajectory's row lies in another batch row (a trajectory's
-    segments are separate rows; its last point has no successor)."""
-    nxt = layout.mask[:, 1:] & (layout.rows[:, 1:] != layout.rows[:, :-1])
-    return torch.nonzero(nxt, as_tuple=False)
+    ended, from a GAE layout's ``rows`` / ``mask``: a point whose successor in the trajectory's
+    row lies in another batch row (a trajectory's segments are separate rows; its last point has
+    no successor)."""
+    return torch.nonzero(mask[:, 1:] & (rows[:, 1:] != rows[:, :-1]), as_tuple=False)
+
+
+def terminal_at(terminated: Tensor, next_values: Tensor, at: Tensor) -> tuple[Tensor, Tensor]:
+    """Copies of a GAE layout's ``terminated`` / ``next_values`` with the points ``at [n, 2]``
+    labelled terminal and their next value 0."""
+    terminated, next_values = terminated.clone(), next_values.clone()
+    terminated[at[:, 0], at[:, 1]] = True
+    next_values[at[:, 0], at[:, 1]] = 0.0
+    return terminated, next_values
 
 
 def segment_end_as_terminal(layout: GAELayout) -> GAELayout:
     """A copy of ``layout`` with every compression boundary labelled ``terminated`` and its next
     value 0: each segment is then its own episode, ended with the rewards it holds."""
-    terminated, next_values = layout.terminated.clone(), layout.next_values.clone()
-    at = compression_boundaries(layout)
-    terminated[at[:, 0], at[:, 1]] = True
-    next_values[at[:, 0], at[:, 1]] = 0.0
+    terminated, next_values = terminal_at(layout.terminated, layout.next_values,
+                                          compression_boundaries(layout.rows, layout.mask))
     return replace(layout, terminated=terminated, next_values=next_values)
 
 
@@ -246,3 +250,7 @@ class SegmentTerminalPPOTrainer(PPOTrainer):
 
     def gae_inputs(self, batch: Batch, raw_values: Tensor) -> GAELayout:
         return segment_end_as_terminal(super().gae_inputs(batch, raw_values))
+
+
+__all__ = ["GAELayout", "PPOTrainer", "SegmentTerminalPPOTrainer", "VALUE_LEVELS", "at_points", "compression_boundaries",
+           "gae_layout", "on_sampled_tokens", "segment_end_as_terminal", "terminal_at"]

@@ -128,7 +128,7 @@ def bench_turns(policy: HFPolicy, rows: int, turns: int, action: int, repeats: i
                 feed = [[a[-1], *layout.next(obs[k + 1])] for a, obs in zip(acts, observations)]
 
     def reencode() -> None:
-        convs = [[*layout._head(), {"role": "user", "content": obs[0]}] for obs in observations]
+        convs = [[*layout.head(), {"role": "user", "content": obs[0]}] for obs in observations]
         for k in range(turns):
             prompts = [layout.ids(conv, True) for conv in convs]
             acts = _generate(policy, prompts, action, k)

@@ -9,6 +9,7 @@ import torch
 
 from algos.advantages import gae
 from algos.policy import PolicyModel
+from algos.ppo import compression_boundaries, terminal_at
 from algos.rollout import make_requests
 from algos.trainer import make_trainer
 from experiments.claims.common import (
@@ -34,22 +35,18 @@ def _value_at_end(model: PolicyModel, tokens: list[int]) -> float:
 
 def segment_boundaries(layout: dict) -> list[tuple[int, int]]:
     """``(trajectory i, point k)`` of every decision point that is the last one of a segment the
-    trajectory continued after (the row changes between point k and k + 1): its compressions."""
-    out = []
-    for i in range(layout["mask"].shape[0]):
-        n = int(layout["mask"][i].sum())
-        rows = layout["rows"][i, :n]
-        out.extend((i, k) for k in torch.nonzero(rows[1:] != rows[:-1], as_tuple=True)[0].tolist())
-    return out
+    trajectory continued after (the row changes between point k and k + 1): its compressions
+    (``algos.ppo.compression_boundaries``)."""
+    return [(int(i), int(k)) for i, k in compression_boundaries(layout["rows"], layout["mask"]).tolist()]
 
 
 def as_terminal(layout: dict, boundaries: list[tuple[int, int]]) -> dict:
     """A copy of a GAE layout with every boundary in ``boundaries`` relabelled ``terminated``
-    and its bootstrap set to 0: the mislabelling C17 rules out, built as input data."""
+    and its bootstrap set to 0 (``algos.ppo.terminal_at``): the mislabelling C17 rules out, built
+    as input data (``algo=ppo_segment_terminal`` trains with it)."""
     wrong = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in layout.items()}
-    for i, k in boundaries:
-        wrong["terminated"][i, k] = True
-        wrong["next_values"][i, k] = 0.0
+    at = torch.tensor(boundaries, dtype=torch.long).reshape(-1, 2)
+    wrong["terminated"], wrong["next_values"] = terminal_at(layout["terminated"], layout["next_values"], at)
     return wrong
 
 

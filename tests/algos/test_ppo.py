@@ -323,15 +323,11 @@ def test_ppo_ctde_refuses_critic_passes():
 def test_compression_boundaries_are_the_points_before_a_segment_change():
     """rows [[0, 0, 1, 1, 2], [3, 3, 3, pad, pad]]: the row changes after points (0, 1) and (0, 3);
     the padding after trajectory 1's last point is not a boundary."""
-    from algos.ppo import GAELayout, compression_boundaries
+    from algos.ppo import compression_boundaries
 
     rows = torch.tensor([[0, 0, 1, 1, 2], [3, 3, 3, 0, 0]])
     mask = torch.tensor([[True] * 5, [True, True, True, False, False]])
-    zeros = torch.zeros(2, 5)
-    flags = torch.zeros(2, 5, dtype=torch.bool)
-    lay = GAELayout(rows=rows, cols=rows, mask=mask, rewards=zeros, values=zeros, next_values=zeros,
-                    terminated=flags, truncated=flags, owner=rows)
-    assert compression_boundaries(lay).tolist() == [[0, 1], [0, 3]]
+    assert compression_boundaries(rows, mask).tolist() == [[0, 1], [0, 3]]
 
 
 def test_segment_terminal_ppo_labels_the_compression_terminal_and_ppo_does_not():
