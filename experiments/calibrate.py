@@ -1,10 +1,11 @@
-"""``python -m experiments.calibrate [--episodes N] [--difficulties ...] [--mistake-rates ...]``:
-the floor / ceiling table of BugFix-v2 and LongHorizon-v1 with scripted agents
-(:mod:`experiments.probes.calibrate`)."""
+"""``python -m experiments.calibrate [--episodes N] [--difficulties ...] [--mistake-rates ...]
+[--horizons H ...] [--start-model [-- OVERRIDES]]``: the floor / ceiling table of BugFix-v2 and
+LongHorizon with scripted agents, and the start model of each LongHorizon-v3 horizon
+(:mod:`experiments.probes.band`)."""
 
 import sys
 
-from experiments.probes.calibrate import main
+from experiments.probes.band import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,6 +1,7 @@
 """One row per claim of CLAIMS.md: ID, what was checked, expected, measured, status.
 
-``python -m experiments.reproduce_claims`` prints the table and exits 1 if any row is FAIL.
+``python -m experiments.reproduce_claims`` prints the table and exits 1 if any row is FAIL;
+``--only C9 C13`` runs those rows only.
 
 A row is three parts: a measurement ``measure_cNN() -> dict`` of numbers (``experiments/claims/``:
 closed-form rows on hand-sized inputs through ``algos``, empirical rows on the real envs, rollout
@@ -12,8 +13,9 @@ This file holds the table and its runner. OPTIONAL rows do not fail the run.
 
 from __future__ import annotations
 
+import argparse
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from experiments.claims import boundaries, closed_form, compare, groups, process, roles
@@ -107,9 +109,19 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def main(claims: Mapping[str, Claim] | None = None) -> int:
-    """Print the claims table (markdown) and a summary line; return 1 if any row is FAIL, else 0."""
+def main(claims: Mapping[str, Claim] | None = None, argv: Sequence[str] | None = None) -> int:
+    """Print the claims table (markdown) and a summary line; return 1 if any row is FAIL, else 0.
+    ``argv``: the command line (``--only ID ...``); an unknown ID exits 2 before any row runs."""
     claims = CLAIMS if claims is None else claims
+    parser = argparse.ArgumentParser(prog="python -m experiments.reproduce_claims",
+                                     description="One row per claim of CLAIMS.md; exit 1 if any row is FAIL.")
+    parser.add_argument("--only", nargs="+", metavar="ID", help="run these claim IDs only (e.g. C9 C13)")
+    args = parser.parse_args([] if argv is None else list(argv))
+    if args.only:
+        unknown = [cid for cid in args.only if cid not in claims]
+        if unknown:
+            parser.error(f"--only {' '.join(unknown)} unknown; allowed: {', '.join(claims)}")
+        claims = {cid: claims[cid] for cid in claims if cid in args.only}
     results = {cid: run_claim(claim) for cid, claim in claims.items()}
     print("| ID | what was checked | expected | measured | status |")
     print("|---|---|---|---|---|")
@@ -128,4 +140,4 @@ def main(claims: Mapping[str, Claim] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(argv=sys.argv[1:]))

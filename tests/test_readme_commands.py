@@ -18,7 +18,8 @@ whose joblib launcher starts worker processes: that one runs as a subprocess (``
   tests/experiments/test_compare_pairfix.py, ``--horizons`` in tests/experiments/test_compare_horizons.py,
   which also runs ``experiments.report.horizons`` on fixture sweeps);
 - ``experiments.warmstart``: ``experiment=tiny`` (and the tiny compression budget);
-  ``experiments.calibrate``: ``--episodes 5`` (in place of any ``--episodes N``);
+  ``experiments.calibrate``: ``--episodes 5`` (in place of any ``--episodes N``; with
+  ``--start-model``, the tiny overrides for its start models);
   ``experiments.critic_probe``: 8 rollouts, 2 steps on ``experiment=learn_tiny``;
   ``experiments.value_ceiling``: run on a 2-update learn_tiny PPO run by
   tests/experiments/test_value_ceiling.py;
@@ -162,7 +163,9 @@ def tiny_case(cmd: str) -> Case:
         return Case(exe + args, covered_by="tests/experiments/test_compare.py")
     if module == "experiments.calibrate":
         kept = [a for i, a in enumerate(args) if a != "--episodes" and (i == 0 or args[i - 1] != "--episodes")]
-        return Case(exe + kept + ["--episodes", "5"], env)
+        # --start-model: the start models of the horizon preset at tiny scale (16-demo warm starts)
+        tiny = (["--"] if "--" not in kept else []) + list(TINY_OVERRIDES) if "--start-model" in kept else []
+        return Case(exe + ["--episodes", "5"] + kept + tiny, env)
     if module == "experiments.warmstart":
         tiny = ["experiment=tiny"] + (["compression.budget_tokens=128"] if any(
             a.startswith("compression=") and a != "compression=none" for a in args) else [])

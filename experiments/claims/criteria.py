@@ -230,7 +230,7 @@ def c13_passes(m: dict) -> bool:
 
 def c13_text(m: dict) -> str:
     good, bad = m["good"], m["bad"]
-    return (f"LongHorizon task {m['task_index']} + compression every 2 turns: oracle {good['turns']} turns -> "
+    return (f"LongHorizon-v3 (4 stages, turn limit 20) train task {m['task_index']} + compression every 2 turns: oracle {good['turns']} turns -> "
             f"{good['segments']} segments ({good['stop_reason']}, reward {good['reward']:g}), scripted failure "
             f"{bad['turns']} turns -> {bad['segments']} segments ({bad['stop_reason']}, reward {bad['reward']:g}); "
             f"GRPO update: {m['rows']} rows, {m['group_inputs']} group members with advantages "
@@ -417,19 +417,20 @@ STEP_UNIT = "step = one tool call (turn)"
 # ---------------------------------------------------------------------------------------------- C9
 def c9_passes(m: dict) -> bool:
     """Every oracle episode verified; tokenizer count == wrapper count; turns depend only on
-    n_stages (n_stages + 3 for both verbose values); context grows with verbose at a fixed horizon;
-    the (long, small) cell has >= 10x the turns of the (short, large) one but fewer tokens."""
+    n_stages (n_stages + 2 for both verbose values: read notes, one fix per stage, submit);
+    context grows with verbose at a fixed horizon; the (long, small) cell has >= 10x the turns of
+    the (short, large) one but fewer tokens."""
     turns, tokens = m["turns"], m["context_tokens"]
     ok = all(v == 1 for v in m["verified"]) and tokens == m["wrapper_tokens"]
     for cell in (0, 2):
-        ok &= turns[cell] == turns[cell + 1] == m["n_stages"][cell] + 3 and tokens[cell + 1] > tokens[cell]
+        ok &= turns[cell] == turns[cell + 1] == m["n_stages"][cell] + 2 and tokens[cell + 1] > tokens[cell]
     return bool(ok and turns[0] >= 10 * turns[3] and tokens[0] < tokens[3])
 
 
 def c9_text(m: dict) -> str:
     cells = "; ".join(f"n_stages={s}, verbose={v}: {t} turns, {k} context tokens"
                       for s, v, t, k in zip(m["n_stages"], m["verbose"], m["turns"], m["context_tokens"]))
-    text = (f"{STEP_UNIT}; LongHorizon-v1 oracle, seed 0, task 0: {cells}; oracle verified {sum(m['verified'])}/4; "
+    text = (f"{STEP_UNIT}; LongHorizon-v3 oracle, seed 0, task 0: {cells}; oracle verified {sum(m['verified'])}/4; "
             f"tokenizer count == wrapper count: {m['context_tokens'] == m['wrapper_tokens']}")
     return text
 
@@ -439,10 +440,12 @@ C10_MARGIN = 3.0
 
 
 def c10_passes(m: dict) -> bool:
-    """Lossy repeats exceed structured repeats by >= 3 failed approaches per episode and both
-    strategies compressed in every episode (so the gap comes from the summary content)."""
+    """On LongHorizon-v1, lossy repeats exceed structured repeats by >= 3 failed approaches per
+    episode; on LongHorizon-v3, lossy wrong fixes exceed structured ones by >= 3 per episode; both
+    strategies compressed in every episode of both envs (so the gap comes from the summary content)."""
     return (m["lossy_repeats"] - m["structured_repeats"] >= C10_MARGIN
-            and m["lossy_min_compressions"] >= 1 and m["structured_min_compressions"] >= 1)
+            and m["v3_lossy_wrong_fixes"] - m["v3_structured_wrong_fixes"] >= C10_MARGIN
+            and min(m[f"{v}{s}_min_compressions"] for v in ("", "v3_") for s in ("lossy", "structured")) >= 1)
 
 
 def c10_text(m: dict) -> str:
@@ -451,7 +454,14 @@ def c10_text(m: dict) -> str:
             f"{m['structured_repeats']:.2f} (need a gap >= {C10_MARGIN:g}); verified success {m['lossy_success']:.2f} vs "
             f"{m['structured_success']:.2f}; compressions per episode {m['lossy_mean_compressions']:.1f} vs "
             f"{m['structured_mean_compressions']:.1f} (min {m['lossy_min_compressions']} / {m['structured_min_compressions']}); "
-            f"no compression: {m['none_repeats']:.2f} repeats, success {m['none_success']:.2f}")
+            f"no compression: {m['none_repeats']:.2f} repeats, success {m['none_success']:.2f}. "
+            f"LongHorizon-v3 {envs_claims.C10_V3_ENV}, {m['v3_episodes']} episodes: wrong fixes per episode (decisions "
+            f"without the table) lossy_summary {m['v3_lossy_wrong_fixes']:.2f} vs structured_summary "
+            f"{m['v3_structured_wrong_fixes']:.2f} (need a gap >= {C10_MARGIN:g}); verified success "
+            f"{m['v3_lossy_success']:.2f} vs {m['v3_structured_success']:.2f}; compressions per episode "
+            f"{m['v3_lossy_mean_compressions']:.1f} vs {m['v3_structured_mean_compressions']:.1f} (min "
+            f"{m['v3_lossy_min_compressions']} / {m['v3_structured_min_compressions']}); no compression: "
+            f"{m['v3_none_wrong_fixes']:.2f} wrong fixes, success {m['v3_none_success']:.2f}")
     return text
 
 

@@ -1,4 +1,5 @@
-"""Env-level measurements of claims C9, C10, C11, C21, C23 and C24 on BugFix-v2 / LongHorizon-v1.
+"""Env-level measurements of claims C9, C10, C11, C21, C23 and C24 on BugFix-v2 / LongHorizon-v3
+(C10 on LongHorizon-v1 too: its repeated-attempt measure needs v1's approach search).
 
 Each ``measure_cNN(...)`` builds the real environments, plays the project's scripted agents with
 fixed seeds and returns a flat dict of numbers (ints, floats, lists of numbers; 0/1 for yes/no).
@@ -14,6 +15,7 @@ import numpy as np
 import envs
 from envs import agents as bugfix_agents
 from envs import long_horizon_agents as lh_agents
+from envs import long_horizon_v3_agents as lh3_agents
 from envs.bugfix import DIFFICULTIES
 from envs.bugfix import is_hack
 from envs.bugfix.graders import VERIFIER_INPUTS
@@ -38,15 +40,16 @@ def context_tokens(observations: Sequence[str], actions: Sequence[str]) -> int:
 # ---------------------------------------------------------------------------------------------- C9
 def measure_c09(long_stages: int = 197, short_stages: int = 7, small_verbose: int = 0,
                 large_verbose: int = 1000, seed: int = 0) -> dict:
-    """LongHorizon oracle on the 2 x 2 grid ``n_stages`` x ``verbose`` (grid order: (long, small),
+    """LongHorizon-v3 oracle on the 2 x 2 grid ``n_stages`` x ``verbose`` (grid order: (long, small),
     (long, large), (short, small), (short, large)), train task 0, one seed. Lists per cell: turns,
     context tokens (shared tokenizer, interfaces layout), the compression wrapper's own count
     (strategy ``none``) and verified."""
     out = {"n_stages": [], "verbose": [], "turns": [], "context_tokens": [], "wrapper_tokens": [], "verified": []}
     for stages in (long_stages, short_stages):
         for verbose in (small_verbose, large_verbose):
-            env = ContextCompression(envs.make(envs.LONG_HORIZON_ID, n_stages=stages, verbose=verbose), strategy="none")
-            ep = run_episode(env, lh_agents.OracleAgent(), seed=seed, options={"task_index": 0, "split": "train"})
+            env = ContextCompression(envs.make(envs.LONG_HORIZON_V3_ID, n_stages=stages, verbose=verbose),
+                                     strategy="none")
+            ep = run_episode(env, lh3_agents.OracleAgent(), seed=seed, options={"task_index": 0, "split": "train"})
             out["n_stages"].append(stages)
             out["verbose"].append(verbose)
             out["turns"].append(ep.final_info["turn"])
@@ -74,10 +77,11 @@ def _c10_run(strategy: str | None, episodes: int) -> tuple[float, float, list[in
 
 
 def measure_c10(episodes: int = 30) -> dict:
-    """``ContextReadingAgent`` (decides only from its context text) on LongHorizon (``C10_ENV``),
-    seeds = train tasks 0..episodes-1, default 256-token trigger; strategies lossy_summary,
-    structured_summary and no compression. Mean repeated failed approaches per episode, verified
-    success, mean and minimum compressions per episode."""
+    """``ContextReadingAgent`` (decides only from its context text) on LongHorizon-v1
+    (``C10_ENV``), seeds = train tasks 0..episodes-1, default 256-token trigger; strategies
+    lossy_summary, structured_summary and no compression. Mean repeated failed approaches per
+    episode, verified success, mean and minimum compressions per episode; then the same agent and
+    strategies on LongHorizon-v3 (:func:`measure_c10_v3`, keys ``v3_*``)."""
     out: dict = {"episodes": episodes}
     for name, strategy in (("lossy", "lossy_summary"), ("structured", "structured_summary"), ("none", None)):
         repeats, success, comps = _c10_run(strategy, episodes)
@@ -85,6 +89,34 @@ def measure_c10(episodes: int = 30) -> dict:
         out[f"{name}_success"] = success
         out[f"{name}_mean_compressions"] = float(np.mean(comps))
         out[f"{name}_min_compressions"] = int(min(comps))
+    return {**out, **measure_c10_v3(episodes)}
+
+
+# LongHorizon-v3 at 32 decisions: the table read at the start is needed by every later fix
+C10_V3_ENV = {"n_stages": 32}
+
+
+def measure_c10_v3(episodes: int = 30) -> dict:
+    """``ContextReadingAgent`` on LongHorizon-v3 (``C10_V3_ENV``), train tasks 0..episodes-1 with
+    seed = task, default 256-token trigger; per strategy (lossy_summary, structured_summary, none):
+    mean wrong fixes per episode (decisions taken without the table the summary dropped),
+    verified success, mean and minimum compressions per episode, as ``v3_<name>_*``."""
+    out: dict = {"v3_episodes": episodes}
+    for name, strategy in (("lossy", "lossy_summary"), ("structured", "structured_summary"), ("none", None)):
+        compression = None if strategy is None else {"strategy": strategy}
+        env = envs.make(envs.LONG_HORIZON_V3_ID, compression=compression, **C10_V3_ENV)
+        wrong, verified, comps = [], [], []
+        for seed in range(episodes):
+            ep = run_episode(env, lh3_agents.ContextReadingAgent(), seed=seed,
+                             options={"task_index": seed, "split": "train"})
+            wrong.append(ep.final_info["wrong_fixes"])
+            verified.append(ep.final_info["verified"])
+            comps.append(sum("compression" in info for info in ep.infos))
+        env.close()
+        out[f"v3_{name}_wrong_fixes"] = float(np.mean(wrong))
+        out[f"v3_{name}_success"] = float(np.mean(verified))
+        out[f"v3_{name}_mean_compressions"] = float(np.mean(comps))
+        out[f"v3_{name}_min_compressions"] = int(min(comps))
     return out
 
 

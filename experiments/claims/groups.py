@@ -13,7 +13,8 @@ from algos.batch import Batch, Trajectory
 from algos.metrics import binomial_confidence_interval, group_outcome_rates, mixed_group_probability
 from algos.rollout import RolloutRequest, make_requests
 from algos.trainer import make_trainer
-from envs.long_horizon_agents import OracleAgent
+from envs.long_horizon_v3 import FIX_NAMES
+from envs.long_horizon_v3_agents import OracleAgent
 from experiments.claims.common import (
     BUGFIX,
     ScriptAgent,
@@ -143,33 +144,32 @@ def measure_c12(task_index: int = 0) -> dict:
 
 
 # -------------------------------------------------------------------------------------------- C13
-C13_ENV = {"n_stages": 3, "n_approaches": 4, "verbose": 20, "max_turns": 20}  # above the failure's 12 turns
+C13_ENV = {"n_stages": 4, "max_turns": 20}  # above the failure's 12 turns
 C13_COMPRESSION = {"strategy": "structured_summary", "trigger": "turns", "every_turns": 2}
 
 
 def measure_c13(task_index: int = 0) -> dict:
-    """Two compressed LongHorizon episodes (3 and 6 segments) as one GRPO group of 2 members.
+    """Two compressed LongHorizon-v3 episodes (3 and 6 segments) as one GRPO group of 2 members.
 
-    LongHorizon (3 stages, 4 approaches, verbose 20) with the compression wrapper (structured
-    summary every 2 turns), train task ``task_index``: the oracle (reward 1) and a scripted agent
-    that reads the notes, tries wrong approaches, steps and submits a wrong key (reward 0), as real
-    episodes laid out by ``demo_to_trajectory``; real GRPO update (eps 0). Returns per member
-    (``good`` / ``bad``) turns, segments, stop reason, task id, reward and verified score; the
-    batch ``rows``, the trajectories the trainer's batch holds (``group_inputs``: the group
-    members its advantages are computed over), ``n_groups``, each trajectory's advantage (on its
-    first action token, ``trajectory_advantages``) and whether every row's action tokens carry
-    its trajectory's advantage (``segments_share``)."""
+    LongHorizon-v3 (4 stages, turn limit 20) with the compression wrapper (structured summary
+    every 2 turns), train task ``task_index``: the oracle (6 turns, reward 1) and a scripted agent
+    that reads the notes, asks ``status`` six times, fixes every stage with a wrong approach and
+    submits (12 turns, reward 0), as real episodes laid out by ``demo_to_trajectory``; real GRPO
+    update (eps 0). Returns per member (``good`` / ``bad``) turns, segments, stop reason, task id,
+    reward and verified score; the batch ``rows``, the trajectories the trainer's batch holds
+    (``group_inputs``: the group members its advantages are computed over), ``n_groups``, each
+    trajectory's advantage (on its first action token, ``trajectory_advantages``) and whether
+    every row's action tokens carry its trajectory's advantage (``segments_share``)."""
     start_model_info()
 
-    env = envs.make(envs.LONG_HORIZON_ID, compression=C13_COMPRESSION, **C13_ENV)
+    env = envs.make(envs.LONG_HORIZON_V3_ID, compression=C13_COMPRESSION, **C13_ENV)
     options = {"task_index": task_index, "split": "train"}
     env.reset(seed=0, options=options)
     task = env.unwrapped.task
-    wrong = [a for a in "ABCD" if a != task.correct]
-    script = ["read notes", f"try {wrong[0]}", f"try {wrong[1]}", "status", "inspect 1", "inspect 2",
-              f"try {task.correct}", "step", "step", "step", "status", f"submit {(task.key + 1) % 100}"]
+    wrong = [f"fix {name} {next(a for a in FIX_NAMES if a != task.table[name])}" for name in task.stages]
+    script = ["read notes", *["status"] * 6, *wrong, "submit"]
     good = scripted_trajectory(env, OracleAgent(), 0, options)
-    bad = scripted_trajectory(env, ScriptAgent(script, fallback="forfeit"), 1, options)
+    bad = scripted_trajectory(env, ScriptAgent(script), 1, options)
     env.close()
     members = [good, bad]
     trainer = make_trainer("grpo", algo_config("grpo", adv_eps=0.0, group_size=2, tasks_per_update=1),

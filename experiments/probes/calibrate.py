@@ -1,4 +1,5 @@
-"""Floor / ceiling calibration of BugFix-v2, LongHorizon-v1 and LongHorizon-v3 with scripted agents (no torch).
+"""Floor / ceiling calibration of BugFix-v2, LongHorizon-v1 and LongHorizon-v3 with scripted agents (no torch);
+the command line, and the start-model rows of ``--start-model``, are :mod:`experiments.probes.band`.
 
     python -m experiments.calibrate                      # every BugFix preset + LongHorizon
     python -m experiments.calibrate --episodes 2000 --difficulties easy --mistake-rates 0.03 0.1
@@ -8,7 +9,7 @@ tests; faults off), the **noisy** oracle at each ``--mistake-rates`` value (the 
 on), and the **floor**: every program-blind agent (``envs.agents.BLIND_AGENTS`` and ``random``;
 faults off, which only helps them). LongHorizon (default knobs): oracle (ceiling), ``forgetful``
 (tries approaches without remembering failures) and ``random`` (floor). LongHorizon-v3, one block
-per ``--horizons`` value (``n_stages``, default 8 32 128): oracle (ceiling), ``context_reader``
+per ``--horizons`` value (``n_stages``, default 8 32 64 128): oracle (ceiling), ``context_reader``
 (decides from its own context only) and the floors ``program_blind`` (never reads the notes),
 ``forgetful`` (loses the notes after 3 observations) and ``random``; its ``check`` line asks
 ceiling >= 0.95 and every floor <= 0.10.
@@ -27,7 +28,6 @@ earning training reward in <= 1 % of episodes.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 
@@ -53,7 +53,7 @@ FLOOR_AGENTS = bugfix_agents.BLIND_AGENTS + ("random",)
 # a blind search reaches 0.35 on it, so its floor is reported beside every result instead
 FLOOR_TARGET_EXEMPT = {"tutorial": "the main job's and the learning checks' task set: its floor is reported beside every result"}
 LONG_HORIZON_AGENTS = (("oracle", "ceiling"), ("forgetful", "middle"), ("random", "floor"))
-DEFAULT_HORIZONS = (8, 32, 128)
+DEFAULT_HORIZONS = (8, 32, 64, 128)
 LONG_HORIZON_V3_AGENTS = (("oracle", "ceiling"), ("context_reader", "ceiling"),
                           *((a, "floor") for a in lh3_agents.FLOOR_AGENTS))
 
@@ -212,34 +212,3 @@ def checks(rows: list[Row]) -> list[str]:
         note = f" (the floor target does not apply: {FLOOR_TARGET_EXEMPT[d]})" if d in FLOOR_TARGET_EXEMPT else ""
         out.append(f"check {d}: " + " | ".join(parts) + note)
     return first + out
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.calibrate", description=__doc__.split("\n")[0])
-    parser.add_argument("--episodes", type=int, default=1000, help="episodes per row")
-    parser.add_argument("--seed", type=int, default=0, help="episode i uses env seed seed + i")
-    parser.add_argument("--difficulties", nargs="+", default=list(DIFFICULTIES), choices=list(DIFFICULTIES))
-    parser.add_argument("--mistake-rates", nargs="+", type=float, default=list(DEFAULT_MISTAKE_RATES),
-                        help="noisy_oracle's chance of a mistake per decision, one row each")
-    parser.add_argument("--split", default="heldout", choices=list(SPLITS))
-    parser.add_argument("--no-long-horizon", action="store_true", help="skip the LongHorizon rows")
-    parser.add_argument("--horizons", nargs="*", type=int, default=list(DEFAULT_HORIZONS),
-                        help="LongHorizon-v3 n_stages values, one block of rows each (none: no v3 rows)")
-    args = parser.parse_args(argv)
-    if args.episodes < 1:
-        parser.error(f"--episodes={args.episodes} invalid; allowed: an int >= 1")
-    bad = [m for m in args.mistake_rates if not 0.0 <= m <= 1.0]
-    if bad:
-        parser.error(f"--mistake-rates {bad} invalid; allowed: numbers in [0, 1]")
-    bad = [h for h in args.horizons if not 4 <= h <= 1000]
-    if bad:
-        parser.error(f"--horizons {bad} invalid; allowed: ints in 4..1000 (LongHorizon-v3 n_stages at n_rules 4)")
-    rows = calibrate(args.difficulties, args.episodes, args.seed, tuple(args.mistake_rates), args.split,
-                     not args.no_long_horizon, tuple(args.horizons) if not args.no_long_horizon else ())
-    print(f"calibration: {args.episodes} episodes per row, seed {args.seed}, split {args.split}, task_index = i, "
-          f"success = verified among unmasked episodes, 95% Wilson interval, reward = train_reward > 0, "
-          f"hack = train_reward > 0 and verified == 0")
-    print(format_table(rows))
-    for line in checks(rows):
-        print(line)
-    return 0

@@ -48,6 +48,8 @@ def test_c13_segments_stay_two_group_members():
     assert m["group_inputs"] == 2 and m["n_groups"] == 1 and m["trajectory_advantages"] == [1.0, -1.0]
     assert m["segments_share"]
     assert m["good"]["task_id"] == m["bad"]["task_id"] and (m["good"]["reward"], m["bad"]["reward"]) == (1.0, 0.0)
+    # LongHorizon-v3, 4 stages, compression every 2 turns: 6 turns -> 3 segments, 12 turns -> 6
+    assert (m["good"]["turns"], m["bad"]["turns"]) == (6, 12) and m["good"]["task_id"].startswith("lh3-")
 
 
 def test_c14_grpo_advantage_is_constant_inside_each_trajectory():

@@ -143,3 +143,12 @@ def check_trainer_rows(done: EntryResult) -> None:
     for axis in ("rollouts", "generated_tokens", "tool_seconds", "train_flops", "wall_seconds"):
         assert axis in rows["C19"][3]
     assert "trainer: GRPO x2" in rows["C24"][3] and "trainer grpo_process" in rows["C24"][3]
+
+
+def test_only_runs_the_named_rows_and_refuses_an_unknown_id(capsys):
+    assert rc.main(argv=["--only", "C16", "C15"]) == 0
+    rows = rows_of(capsys.readouterr().out)
+    assert list(rows) == ["C15", "C16"] and rows["C15"][-1] == rc.PASS  # table order, the closed-form rows only
+    with pytest.raises(SystemExit) as e:
+        rc.main(argv=["--only", "C99"])
+    assert e.value.code == 2 and "--only C99 unknown; allowed: C1, " in capsys.readouterr().err

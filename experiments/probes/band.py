@@ -1,0 +1,142 @@
+"""``python -m experiments.calibrate``: the scripted floor / ceiling table
+(:mod:`experiments.probes.calibrate`) and, with ``--start-model``, the band of every LongHorizon-v3
+horizon: floor, start model, ceiling.
+
+    python -m experiments.calibrate --horizons 8 32 64 --start-model        # the horizon sweep's band
+
+The start model of horizon ``h`` is the horizon preset's (``experiment=compare_horizon`` with
+``env.kwargs.n_stages=h`` and the warm start's demos scaled as in
+:func:`experiments.compare.horizons.horizon_overrides`, plus any Hydra overrides after ``--``):
+the cached behaviour-cloning warm start a sweep at that horizon starts from, built when missing
+(minutes per horizon). Its row is that warm start's own held-out evaluation (the sweep's protocol,
+``eval.tasks`` x ``eval.samples_per_task`` attempts), the number every run of the sweep reports as
+``start_model/success``. The band check of a horizon asks: start model in [0.15, 0.60], the best
+floor agent at least 0.10 below the start model, the oracle >= 0.95.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Sequence
+
+from hydra.errors import HydraException
+
+import envs
+from envs.bugfix import DIFFICULTIES, SPLITS
+from experiments.compare.horizons import horizon_overrides
+from experiments.probes.calibrate import (CEILING_TARGET, DEFAULT_HORIZONS, DEFAULT_MISTAKE_RATES, Row, calibrate,
+                                          checks, format_table)
+from experiments.runtime.config import compose_config, validate
+from experiments.runtime.schema import ConfigError
+from experiments.runtime.warmstart import ensure_warmstart
+
+START_RANGE = (0.15, 0.60)  # the start model's held-out success at every sweep horizon
+FLOOR_GAP = 0.10  # the best floor agent at least this far below the start model
+START_AGENT = "start_model"
+HORIZON_EXPERIMENT = "experiment=compare_horizon"
+# the compare preset names its run directory and W&B group after Hydra's runtime, which a composed
+# config lacks; neither is part of the warm start's cache key
+OUTSIDE_HYDRA = ("run_dir=unused", "logger.group=calibrate")
+
+
+def start_model_overrides(horizon: int, overrides: Sequence[str] = ()) -> list[str]:
+    """The Hydra overrides of the horizon preset's config at ``horizon`` decisions."""
+    return [HORIZON_EXPERIMENT, *OUTSIDE_HYDRA, *overrides, *horizon_overrides(horizon, overrides, tiny=False)]
+
+
+def start_model_row(horizon: int, overrides: Sequence[str] = ()) -> Row:
+    """The start model of the horizon preset at ``horizon`` decisions as a calibration row: its
+    warm start's held-out evaluation (built when missing). LongHorizon-v3 pays 0 or 1 and has no
+    hack detectors, so the reward count is the rate times the scored episodes and nothing is flagged."""
+    c = validate(compose_config(start_model_overrides(horizon, overrides)))
+    ev = ensure_warmstart(c).start_eval
+    episodes, masked = int(ev["eval/episodes"]), int(ev["eval/masked"])
+    scored = episodes - masked
+    return Row(envs.LONG_HORIZON_V3_ID, f"stages={horizon}", START_AGENT, "start", True, None, episodes, masked,
+               round(ev["eval/success"] * scored), round(ev["eval/train_reward"] * scored),
+               round(ev["eval/hack_rate"] * scored), 0, ev["eval/mean_turns"], math.nan)
+
+
+def band_checks(rows: list[Row]) -> list[str]:
+    """One line per LongHorizon-v3 horizon with a start-model row: start model in
+    :data:`START_RANGE`, the best floor agent at least :data:`FLOOR_GAP` below it, the oracle
+    >= ``CEILING_TARGET``."""
+    out = []
+    for d in dict.fromkeys(r.difficulty for r in rows if r.agent == START_AGENT):
+        mine = {r.agent: r for r in rows if r.env == envs.LONG_HORIZON_V3_ID and r.difficulty == d}
+        start = mine[START_AGENT]
+        worst = max((r for r in mine.values() if r.role == "floor"), key=lambda r: r.success)
+        oracle = mine["oracle"]
+        low, high = start.interval
+        in_range = START_RANGE[0] <= start.success <= START_RANGE[1]
+        gap = start.success - worst.success
+        out.append(
+            f"check band LongHorizon-v3 {d}: start model {start.success:.3f} [{low:.3f}, {high:.3f}] in "
+            f"[{START_RANGE[0]:.2f}, {START_RANGE[1]:.2f}] {'ok' if in_range else 'FAIL'} | floor max "
+            f"{worst.success:.3f} ({worst.agent}) <= start - {FLOOR_GAP:.2f} {'ok' if gap >= FLOOR_GAP - 1e-9 else 'FAIL'}"
+            f" | oracle {oracle.success:.3f} >= {CEILING_TARGET:.2f} {'ok' if oracle.success >= CEILING_TARGET else 'FAIL'}")
+    return out
+
+
+def with_start_models(rows: list[Row], horizons: Sequence[int], overrides: Sequence[str]) -> list[Row]:
+    """``rows`` with each horizon's start-model row after that horizon's last scripted row."""
+    out = list(rows)
+    for h in horizons:
+        d = f"stages={h}"
+        last = max(i for i, r in enumerate(out) if r.env == envs.LONG_HORIZON_V3_ID and r.difficulty == d)
+        out.insert(last + 1, start_model_row(h, overrides))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.calibrate",
+                                     description="Floor / ceiling calibration with scripted agents, and the start "
+                                                 "model of every LongHorizon-v3 horizon (see experiments/probes/band.py).")
+    parser.add_argument("--episodes", type=int, default=1000, help="episodes per scripted row")
+    parser.add_argument("--seed", type=int, default=0, help="episode i uses env seed seed + i")
+    parser.add_argument("--difficulties", nargs="+", default=list(DIFFICULTIES), choices=list(DIFFICULTIES))
+    parser.add_argument("--mistake-rates", nargs="+", type=float, default=list(DEFAULT_MISTAKE_RATES),
+                        help="noisy_oracle's chance of a mistake per decision, one row each")
+    parser.add_argument("--split", default="heldout", choices=list(SPLITS))
+    parser.add_argument("--no-long-horizon", action="store_true", help="skip the LongHorizon rows")
+    parser.add_argument("--horizons", nargs="*", type=int, default=list(DEFAULT_HORIZONS),
+                        help="LongHorizon-v3 n_stages values, one block of rows each (none: no v3 rows)")
+    parser.add_argument("--start-model", action="store_true",
+                        help="also the horizon preset's start model at each --horizons value (its cached warm start, "
+                             "built when missing: minutes per horizon) and the band checks")
+    parser.add_argument("overrides", nargs="*", help="--start-model only: Hydra overrides of the start models' config "
+                                                     "(after --)")
+    args = parser.parse_args(argv)
+    if args.episodes < 1:
+        parser.error(f"--episodes={args.episodes} invalid; allowed: an int >= 1")
+    bad = [m for m in args.mistake_rates if not 0.0 <= m <= 1.0]
+    if bad:
+        parser.error(f"--mistake-rates {bad} invalid; allowed: numbers in [0, 1]")
+    bad = [h for h in args.horizons if not 4 <= h <= 1000]
+    if bad:
+        parser.error(f"--horizons {bad} invalid; allowed: ints in 4..1000 (LongHorizon-v3 n_stages at n_rules 4)")
+    if args.overrides and not args.start_model:
+        parser.error(f"overrides {args.overrides} given without --start-model; allowed: overrides after -- with "
+                     f"--start-model only")
+    if args.start_model and (args.no_long_horizon or not args.horizons):
+        parser.error("--start-model needs LongHorizon-v3 horizons (--horizons H ... without --no-long-horizon)")
+    horizons = tuple(args.horizons) if not args.no_long_horizon else ()
+    if args.start_model:  # a bad override fails here, in one line, before any episode is played
+        try:
+            for h in horizons:
+                validate(compose_config(start_model_overrides(h, args.overrides)))
+        except (ConfigError, HydraException, ValueError) as e:
+            parser.error(f"--start-model config: {str(e).splitlines()[0]}")
+    rows = calibrate(args.difficulties, args.episodes, args.seed, tuple(args.mistake_rates), args.split,
+                     not args.no_long_horizon, horizons)
+    if args.start_model:
+        rows = with_start_models(rows, horizons, args.overrides)
+    print(f"calibration: {args.episodes} episodes per row, seed {args.seed}, split {args.split}, task_index = i, "
+          f"success = verified among unmasked episodes, 95% Wilson interval, reward = train_reward > 0, "
+          f"hack = train_reward > 0 and verified == 0"
+          + ("; start_model rows: the horizon preset's warm start, its own held-out evaluation" if args.start_model else ""))
+    print(format_table(rows))
+    for line in checks(rows) + band_checks(rows):
+        print(line)
+    return 0
