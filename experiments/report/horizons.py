@@ -18,15 +18,18 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from experiments.report.conclusion import Comparison, compare_at_matched_budgets
 from experiments.report.keys import CONCLUSION_AXES, ReportError
-from experiments.report.load import config_get, group_runs, load_runs
-from experiments.report.stats import mean_ci
+from experiments.report.keys import CRITIC_EV_KEY, METHODS_WITH_CRITIC
+from experiments.report.load import Run, config_get, group_runs, load_runs
+from experiments.report.references import reference_rows
+from experiments.report.stats import fmt_seeds, mean_ci
+from experiments.report.tables import ANCHOR_KEY, p_mix_series, second_half_mean, stop_reason_totals
 
 HORIZON_KEY = "env.kwargs.n_stages"
 
@@ -39,6 +42,8 @@ class HorizonResult:
     sweep_dir: Path
     start_success: float
     comparisons: tuple[Comparison, ...]
+    by_method: dict = field(default_factory=dict)  # method -> its runs
+    references: tuple = ()  # the sweep's start-model / floor / ceiling ReferenceRows
 
 
 def horizon_of(runs) -> int:
@@ -63,7 +68,9 @@ def load_horizon(sweep_dir: str | Path, methods: Sequence[str] | None = None) ->
         raise ReportError(f"a horizon sweep holds one env; {sweep_dir} holds {sorted(groups)}")
     (env, by_method), = groups.items()
     start = mean_ci([r.summary.get("start_model/success", float("nan")) for r in runs])[0]
-    return HorizonResult(horizon_of(runs), Path(sweep_dir), start, tuple(compare_at_matched_budgets(env, by_method)))
+    references, _ = reference_rows(runs, Path(sweep_dir))
+    return HorizonResult(horizon_of(runs), Path(sweep_dir), start, tuple(compare_at_matched_budgets(env, by_method)),
+                         dict(by_method), tuple(references))
 
 
 def horizon_rows(results: Sequence[HorizonResult]) -> list[list[str]]:
@@ -78,6 +85,60 @@ def horizon_rows(results: Sequence[HorizonResult]) -> list[list[str]]:
 
 
 HORIZON_COLUMNS = ("decisions", "start model", "axis", "comparison", "difference", "95% Welch interval", "verdict")
+
+
+DETAIL_COLUMNS = ("decisions", "method", "held-out success (final)", "start model", "floor", "ceiling",
+                  "segments per trajectory", "turns", "mixed-group rate", "minus P_mix, abs", "critic EV held-out",
+                  "anchor hit rate", "stop: resolved / failed / turn limit / format errors")
+STOP_SHARES = ("submitted_resolved", "submitted_failed", "turn_limit", "format_errors")
+
+
+def _update_mean(run: Run, key: str) -> float:
+    """Mean of ``key`` over the run's updates that logged it (NaN when none did)."""
+    _, y = run.series(key)
+    return float(np.mean(y)) if y.size else float("nan")
+
+
+def _pmix_gap(run: Run) -> float:
+    _, measured, predicted = p_mix_series(run)
+    return float(np.mean(np.abs(measured - predicted))) if measured.size else float("nan")
+
+
+def _reference(res: HorizonResult, role: str) -> str:
+    """The best row of ``role`` among the sweep's references, ``rate (agent)``."""
+    rows = [r for r in res.references if r.role == role and r.scored]
+    if not rows:
+        return "n/a"
+    best = max(rows, key=lambda r: r.success)
+    return f"{best.success:.3f}, {best.agent}" if role != "start model" else f"{best.success:.3f}"
+
+
+def detail_rows(results: Sequence[HorizonResult]) -> list[list[str]]:
+    """``horizons.md``'s per-horizon table, one row per (horizon, method): final held-out success,
+    the sweep's start model / best floor agent / oracle, the training episodes' segments per
+    trajectory and turns, the mixed-group rate and its distance to P_mix (G > 1), the critic's
+    held-out explained variance (second-half mean), GiGPO's anchor hit rate and the stop-reason
+    shares of the training episodes; each a mean ± t-interval over seeds (mean over updates per seed)."""
+    rows = []
+    for res in sorted(results, key=lambda r: r.horizon):
+        for method, runs in res.by_method.items():
+            grouped = [r for r in runs if int(config_get(r.config, "algo.group_size")) > 1]
+            totals = stop_reason_totals(runs)
+            n = sum(totals.values()) or float("nan")
+            critic = (fmt_seeds([second_half_mean(r, CRITIC_EV_KEY) for r in runs]) if method in METHODS_WITH_CRITIC
+                      else "n/a (no critic)")
+            anchors = (fmt_seeds([_update_mean(r, ANCHOR_KEY) for r in runs]) if any(r.has(ANCHOR_KEY) for r in runs)
+                       else "n/a")
+            rows.append([
+                str(res.horizon), method, fmt_seeds([r.summary.get("eval/success") for r in runs]),
+                _reference(res, "start model"), _reference(res, "program-blind floor"), _reference(res, "oracle ceiling"),
+                fmt_seeds([_update_mean(r, "rollout/mean_segments") for r in runs]),
+                fmt_seeds([_update_mean(r, "rollout/mean_turns") for r in runs]),
+                fmt_seeds([_update_mean(r, "rollout/mixed_group_rate") for r in grouped]) if grouped else "n/a (G = 1)",
+                fmt_seeds([_pmix_gap(r) for r in grouped]) if grouped else "n/a (G = 1)",
+                critic, anchors, " / ".join(f"{totals.get(k, 0.0) / n:.3f}" for k in STOP_SHARES),
+            ])
+    return rows
 
 
 def plot_horizons(results: Sequence[HorizonResult], path: Path) -> Path:
@@ -138,7 +199,16 @@ def render_horizon_report(sweep_dirs: Sequence[str | Path], out_dir: str | Path 
     lines += [f"- {r.horizon} decisions: `{r.sweep_dir}`" for r in sorted(results, key=lambda r: r.horizon)]
     lines += ["", "| " + " | ".join(HORIZON_COLUMNS) + " |", "|" + "---|" * len(HORIZON_COLUMNS)]
     lines += ["| " + " | ".join(row) + " |" for row in horizon_rows(results)]
-    lines += ["", f"![differences against the horizon]({png.name})", ""]
+    lines += ["", f"![differences against the horizon]({png.name})", "",
+              "## Each horizon's runs", "",
+              "Start model, best program-blind floor agent and oracle on each sweep's held-out protocol; the training "
+              "episodes' segments per trajectory, turns, mixed-group rate (and its distance to P_mix(p, G)), the "
+              "critic's held-out explained variance, GiGPO's anchor hit rate (mean over updates, then mean ± 95 % "
+              "t-interval over seeds) and the stop-reason shares of all training episodes. Learning curves and "
+              "transcripts: each sweep's `report.md`.", ""]
+    lines += ["| " + " | ".join(DETAIL_COLUMNS) + " |", "|" + "---|" * len(DETAIL_COLUMNS)]
+    lines += ["| " + " | ".join(row) + " |" for row in detail_rows(results)]
+    lines += [""]
     markdown = "\n".join(lines)
     (out / "horizons.md").write_text(markdown)
     return markdown, png, results

@@ -11,7 +11,7 @@ import yaml
 from entry import run_entry
 from experiments.compare.horizons import HorizonError, horizon_overrides, parse_horizons
 from experiments.report import ReportError
-from experiments.report.horizons import render_horizon_report
+from experiments.report.horizons import detail_rows, render_horizon_report
 from report_fixtures import SEEDS, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +34,8 @@ def test_differences_per_horizon_and_axis(tmp_path):
     long = horizon_sweep(tmp_path / "n32", 32, {"grpo": [0.8, 0.8, 0.9], "ppo": [0.4, 0.5, 0.6]})
     markdown, png, results = render_horizon_report([long, short], tmp_path)
     assert [r.horizon for r in sorted(results, key=lambda r: r.horizon)] == [8, 32]
-    rows = [line.split(" | ") for line in markdown.splitlines() if line.startswith("| 8 ") or line.startswith("| 32 ")]
+    differences = markdown.split("## Each horizon's runs")[0]
+    rows = [line.split(" | ") for line in differences.splitlines() if line.startswith(("| 8 ", "| 32 "))]
     assert len(rows) == 2 * 4  # 2 horizons x 4 compute axes x 1 comparison (PPO - GRPO)
     by = {(r[0].strip("| "), r[2]): r for r in rows}
     # every run reaches the same budgets, so each axis compares the final evaluations:
@@ -45,6 +46,24 @@ def test_differences_per_horizon_and_axis(tmp_path):
     assert by[("32", "complete rollouts")][4] == "-0.333" and by[("32", "complete rollouts")][6].startswith("GRPO ahead")
     assert rows[0][1] == "0.200"  # report_fixtures' start model
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and (tmp_path / "horizons.md").read_text() == markdown
+
+
+def test_each_horizons_runs_table_from_the_runs_metrics(tmp_path):
+    short = horizon_sweep(tmp_path / "n8", 8, {"grpo": [0.5, 0.6, 0.7], "ppo": [0.4, 0.4, 0.7]})
+    markdown, _, results = render_horizon_report([short], tmp_path)
+    assert "## Each horizon's runs" in markdown
+    rows = {r[1]: r for r in detail_rows(results)}
+    grpo, ppo = rows["grpo"], rows["ppo"]
+    # final success mean(0.5, 0.6, 0.7) = 0.6, t(2) = 4.303 x sd 0.1 / sqrt(3) = 0.248
+    assert grpo[:4] == ["8", "grpo", "0.600 ± 0.248", "0.200"]  # report_fixtures' start model
+    assert grpo[4:6] == ["n/a", "n/a"]  # the fixture env id has no scripted agents: no floor / ceiling
+    assert grpo[6:8] == ["n/a", "n/a"]  # segments and turns not logged by the fixture runs
+    # mixed-group rate 0.5 in every update; P_mix(p, 4) = 1 - p^4 - (1-p)^4 per update, seed-dependent
+    assert grpo[8] == "0.500 ± 0.000" and ppo[8] == "0.500 ± 0.000"  # both fixture methods log G = 4
+    # PPO's held-out EV: second half of updates 1..4 = updates 3, 4: mean(0.6, 0.8) = 0.7 on every seed
+    assert ppo[10].startswith("0.700") and grpo[10] == "n/a (no critic)" and grpo[11] == "n/a"
+    # stop shares per update 2 / 5 / 0 / 0 of 8 (1 of 8 is max_turns, not a listed share)
+    assert grpo[12] == "0.250 / 0.625 / 0.000 / 0.000"
 
 
 def test_a_horizon_twice_or_mixed_horizons_are_errors(tmp_path):
