@@ -19,7 +19,7 @@ whose joblib launcher starts worker processes: that one runs as a subprocess (``
   which also runs ``experiments.report.horizons`` on fixture sweeps);
 - ``experiments.warmstart``: ``experiment=tiny`` (and the tiny compression budget);
   ``experiments.calibrate``: ``--episodes 5`` (in place of any ``--episodes N``; with
-  ``--start-model``, the tiny overrides for its start models);
+  ``--start-model``, ``--horizons 4`` and the tiny overrides: one 16-demo warm start);
   ``experiments.critic_probe``: 8 rollouts, 2 steps on ``experiment=learn_tiny``;
   ``experiments.value_ceiling``: run on a 2-update learn_tiny PPO run by
   tests/experiments/test_value_ceiling.py;
@@ -163,8 +163,12 @@ def tiny_case(cmd: str) -> Case:
         return Case(exe + args, covered_by="tests/experiments/test_compare.py")
     if module == "experiments.calibrate":
         kept = [a for i, a in enumerate(args) if a != "--episodes" and (i == 0 or args[i - 1] != "--episodes")]
-        # --start-model: the start models of the horizon preset at tiny scale (16-demo warm starts)
-        tiny = (["--"] if "--" not in kept else []) + list(TINY_OVERRIDES) if "--start-model" in kept else []
+        tiny = []
+        if "--start-model" in kept:  # one tiny start model (a 16-demo warm start) at 4 decisions, not one per horizon
+            at = kept.index("--horizons") if "--horizons" in kept else len(kept)
+            end = next((i for i in range(at + 1, len(kept)) if not kept[i].isdigit()), len(kept))
+            kept = kept[:at] + ["--horizons", "4"] + kept[end:]
+            tiny = (["--"] if "--" not in kept else []) + list(TINY_OVERRIDES)
         return Case(exe + ["--episodes", "5"] + kept + tiny, env)
     if module == "experiments.warmstart":
         tiny = ["experiment=tiny"] + (["compression.budget_tokens=128"] if any(
