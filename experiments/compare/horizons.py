@@ -1,4 +1,4 @@
-"""``python -m experiments.compare --preset horizon --horizons 8,32,128``: one compare sweep per
+"""``python -m experiments.compare --preset horizon --horizons 8,32,64``: one compare sweep per
 horizon, then the horizon report.
 
 Horizon ``h`` runs the preset's sweep (every method x every seed, compute-matched within the

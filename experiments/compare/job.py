@@ -7,7 +7,7 @@
     python -m experiments.compare --preset bugfix       # configs/experiment/compare_bugfix.yaml
     python -m experiments.compare --preset long_horizon --launcher ray
     python -m experiments.compare --preset pairfix      # two agents: PPO_CTDE - PPO_INDEPENDENT
-    python -m experiments.compare --preset horizon --horizons 8,32,128   # one sweep per horizon + horizons.md
+    python -m experiments.compare --preset horizon --horizons 8,32,64    # one sweep per horizon + horizons.md
     python -m experiments.compare --seeds 0,1 -- budget.amount=512 eval.tasks=8   # extra overrides
     python -m experiments.compare --tiny                # seconds: seed 0, tiny model/budget (a smoke test)
                                                         #   (jobs one after another: Hydra's basic launcher)
