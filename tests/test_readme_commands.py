@@ -12,11 +12,12 @@ whose joblib launcher starts worker processes: that one runs as a subprocess (``
 - ``experiments.train``: ``experiment=tiny`` and a tiny ``budget.amount`` (a multirun of a
   compare preset: ``experiments.compare.TINY_OVERRIDES`` and ``seed=0``; a run of another preset,
   ``experiment=learn_tiny`` for example: that preset with its env's ``--tiny`` overrides);
-- ``experiments.compare``: ``--tiny`` (plus ``--dry-run`` for the Ray launcher, whose real multirun
-  is tests/experiments/test_launchers.py's; the ``--methods`` example runs at ``--tiny`` in
-  tests/experiments/test_compare_methods.py, ``--preset pairfix`` in
-  tests/experiments/test_compare_pairfix.py, ``--horizons`` in tests/experiments/test_compare_horizons.py,
-  which also runs ``experiments.report.horizons`` on fixture sweeps);
+- ``experiments.compare``: ``--tiny``, ``env.kwargs.n_stages=4`` in place of any other horizon (plus
+  ``--dry-run`` for the Ray launcher, whose real multirun is tests/experiments/test_launchers.py's;
+  the ``--methods`` example runs at ``--tiny`` in tests/experiments/test_compare_methods.py,
+  ``--preset pairfix`` in tests/experiments/test_compare_pairfix.py, ``--horizons`` in
+  tests/experiments/test_compare_horizons.py, which also runs ``experiments.report.horizons`` on
+  fixture sweeps);
 - ``experiments.warmstart``: ``experiment=tiny`` (and the tiny compression budget);
   ``experiments.calibrate``: ``--episodes 5`` (in place of any ``--episodes N``; with
   ``--start-model``, ``--horizons 4`` and the tiny overrides: one 16-demo warm start);
@@ -158,6 +159,8 @@ def tiny_case(cmd: str) -> Case:
         extra = ["--tiny"] + (["--dry-run"] if "--launcher" in pre and "ray" in pre else [])
         # no wandb runs (~5 s each): the wandb side of a sweep is test_compare's tiny end-to-end run
         extra += [] if "--logger" in pre else ["--logger", "none"]
+        # a horizon of the horizon preset at tiny scale: 4 decisions (LongHorizon-v3's fewest), not 32 or 64
+        post = ["env.kwargs.n_stages=4" if a.startswith("env.kwargs.n_stages=") else a for a in post]
         return Case(exe + pre + extra + post, env)
     if module == "experiments.report" and args == ["runs/compare/__SWEEP__"]:
         return Case(exe + args, covered_by="tests/experiments/test_compare.py")
