@@ -25,6 +25,13 @@ from experiments.runtime.loggers import make_logger
 
 #: decisions x demonstrations of the horizon preset's warm start (4000 demos at 8 decisions)
 DEMO_DECISIONS = 32_000
+#: the largest horizon the default compaction cap (8 per episode) serves. An episode compresses
+#: about once per 6 decisions in the policy's layout (128 decisions: 21 compactions), so at 64 the
+#: cap of 8 already binds in most episodes (8.8 segments per trajectory; the rest of the episode
+#: runs in a growing context, 0.7-1.9 % of training episodes reach the 512-token limit); at 128 it
+#: ends every demonstration at that limit (demo success 0.000). Above it the preset sets
+#: ``compression.max_compactions = horizon // 4``; the measured 8 / 32 / 64 sweeps keep the default.
+COMPACTION_CAP_HORIZON = 64
 HORIZON_PRESET = "horizon"
 
 
@@ -47,11 +54,15 @@ def parse_horizons(text: str, preset: str) -> tuple[int, ...]:
 
 
 def horizon_overrides(horizon: int, overrides: Sequence[str], tiny: bool) -> list[str]:
-    """The overrides of horizon ``horizon``'s sweep: ``env.kwargs.n_stages`` and (unless the user
-    or ``--tiny`` sets it) ``warmstart.demos = DEMO_DECISIONS // horizon``."""
+    """The overrides of horizon ``horizon``'s sweep: ``env.kwargs.n_stages``, (unless the user or
+    ``--tiny`` sets it) ``warmstart.demos = DEMO_DECISIONS // horizon`` and, above
+    :data:`COMPACTION_CAP_HORIZON` decisions (unless the user sets it),
+    ``compression.max_compactions = horizon // 4``."""
     out = [f"env.kwargs.n_stages={horizon}"]
     if not tiny and not any(o.startswith("warmstart.demos=") for o in overrides):
         out.append(f"warmstart.demos={max(1, DEMO_DECISIONS // horizon)}")
+    if horizon > COMPACTION_CAP_HORIZON and not any(o.startswith("compression.max_compactions=") for o in overrides):
+        out.append(f"compression.max_compactions={horizon // 4}")
     return out
 
 
@@ -90,4 +101,4 @@ def run_horizons(horizons: Sequence[int], sweep_dir: Path, run_one, methods: Seq
     return 0
 
 
-__all__ = ["DEMO_DECISIONS", "HorizonError", "horizon_dir", "horizon_overrides", "parse_horizons", "run_horizons"]
+__all__ = ["COMPACTION_CAP_HORIZON", "DEMO_DECISIONS", "HorizonError", "horizon_dir", "horizon_overrides", "parse_horizons", "run_horizons"]

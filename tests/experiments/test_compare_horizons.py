@@ -84,7 +84,11 @@ def test_horizons_argument_and_the_warm_start_it_scales():
     with pytest.raises(HorizonError, match="--horizons needs --preset horizon"):
         parse_horizons("8", "small")
     # 32000 decisions of demos: 4000 demos at 8 decisions, 1000 at 32, 250 at 128
-    assert horizon_overrides(128, [], tiny=False) == ["env.kwargs.n_stages=128", "warmstart.demos=250"]
+    # above 64 decisions the compaction cap follows the horizon: 128 // 4 = 32 (128 needs about 21)
+    assert horizon_overrides(128, [], tiny=False) == ["env.kwargs.n_stages=128", "warmstart.demos=250",
+                                                      "compression.max_compactions=32"]
+    assert horizon_overrides(64, [], tiny=False) == ["env.kwargs.n_stages=64", "warmstart.demos=500"]  # default cap 8
+    assert horizon_overrides(128, ["compression.max_compactions=20"], tiny=True) == ["env.kwargs.n_stages=128"]
     assert horizon_overrides(32, ["warmstart.demos=64"], tiny=False) == ["env.kwargs.n_stages=32"]
     assert horizon_overrides(32, [], tiny=True) == ["env.kwargs.n_stages=32"]
 
