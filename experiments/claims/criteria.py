@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from experiments.claims import compare
+from experiments.claims import compare, groups
 from experiments.claims import envs as envs_claims
 from experiments.claims.envs import C11_REQUIRED, C11_SCENARIOS, C21_AGENTS
 from experiments.claims.multiagent import check_c22
@@ -230,7 +230,7 @@ def c13_passes(m: dict) -> bool:
 
 def c13_text(m: dict) -> str:
     good, bad = m["good"], m["bad"]
-    return (f"LongHorizon-v3 (4 stages, turn limit 20) train task {m['task_index']} + compression every 2 turns: oracle {good['turns']} turns -> "
+    return (f"LongHorizon-v3 {groups.C13_ENV} train task {m['task_index']} + compression every 2 turns: oracle {good['turns']} turns -> "
             f"{good['segments']} segments ({good['stop_reason']}, reward {good['reward']:g}), scripted failure "
             f"{bad['turns']} turns -> {bad['segments']} segments ({bad['stop_reason']}, reward {bad['reward']:g}); "
             f"GRPO update: {m['rows']} rows, {m['group_inputs']} group members with advantages "

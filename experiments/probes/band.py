@@ -28,7 +28,7 @@ from experiments.compare.horizons import horizon_overrides
 from experiments.probes.calibrate import (CEILING_TARGET, DEFAULT_HORIZONS, DEFAULT_MISTAKE_RATES, Row, calibrate,
                                           checks, format_table)
 from experiments.runtime.config import compose_config, validate
-from experiments.runtime.schema import ConfigError
+from experiments.runtime.schema import ConfigError, TrainConfig
 from experiments.runtime.warmstart import ensure_warmstart
 
 START_RANGE = (0.15, 0.60)  # the start model's held-out success at every sweep horizon
@@ -45,11 +45,16 @@ def start_model_overrides(horizon: int, overrides: Sequence[str] = ()) -> list[s
     return [HORIZON_EXPERIMENT, *OUTSIDE_HYDRA, *overrides, *horizon_overrides(horizon, overrides, tiny=False)]
 
 
-def start_model_row(horizon: int, overrides: Sequence[str] = ()) -> Row:
-    """The start model of the horizon preset at ``horizon`` decisions as a calibration row: its
-    warm start's held-out evaluation (built when missing). LongHorizon-v3 pays 0 or 1 and has no
-    hack detectors, so the reward count is the rate times the scored episodes and nothing is flagged."""
-    c = validate(compose_config(start_model_overrides(horizon, overrides)))
+def start_model_config(horizon: int, overrides: Sequence[str] = ()) -> TrainConfig:
+    """The validated config of the horizon preset at ``horizon`` decisions."""
+    return validate(compose_config(start_model_overrides(horizon, overrides)))
+
+
+def start_model_row(horizon: int, c: TrainConfig) -> Row:
+    """The start model of config ``c`` (the horizon preset at ``horizon`` decisions) as a
+    calibration row: its warm start's held-out evaluation (built when missing). LongHorizon-v3 pays
+    0 or 1 and has no hack detectors, so the reward count is the rate times the scored episodes and
+    nothing is flagged."""
     ev = ensure_warmstart(c).start_eval
     episodes, masked = int(ev["eval/episodes"]), int(ev["eval/masked"])
     scored = episodes - masked
@@ -79,13 +84,14 @@ def band_checks(rows: list[Row]) -> list[str]:
     return out
 
 
-def with_start_models(rows: list[Row], horizons: Sequence[int], overrides: Sequence[str]) -> list[Row]:
-    """``rows`` with each horizon's start-model row after that horizon's last scripted row."""
+def with_start_models(rows: list[Row], configs: dict[int, TrainConfig]) -> list[Row]:
+    """``rows`` with each horizon's start-model row (``configs``: horizon -> its config) after that
+    horizon's last scripted row."""
     out = list(rows)
-    for h in horizons:
+    for h, c in configs.items():
         d = f"stages={h}"
         last = max(i for i, r in enumerate(out) if r.env == envs.LONG_HORIZON_V3_ID and r.difficulty == d)
-        out.insert(last + 1, start_model_row(h, overrides))
+        out.insert(last + 1, start_model_row(h, c))
     return out
 
 
@@ -122,16 +128,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.start_model and (args.no_long_horizon or not args.horizons):
         parser.error("--start-model needs LongHorizon-v3 horizons (--horizons H ... without --no-long-horizon)")
     horizons = tuple(args.horizons) if not args.no_long_horizon else ()
+    configs: dict[int, TrainConfig] = {}
     if args.start_model:  # a bad override fails here, in one line, before any episode is played
         try:
-            for h in horizons:
-                validate(compose_config(start_model_overrides(h, args.overrides)))
+            configs = {h: start_model_config(h, args.overrides) for h in horizons}
         except (ConfigError, HydraException, ValueError) as e:
             parser.error(f"--start-model config: {str(e).splitlines()[0]}")
     rows = calibrate(args.difficulties, args.episodes, args.seed, tuple(args.mistake_rates), args.split,
                      not args.no_long_horizon, horizons)
     if args.start_model:
-        rows = with_start_models(rows, horizons, args.overrides)
+        rows = with_start_models(rows, configs)
     print(f"calibration: {args.episodes} episodes per row, seed {args.seed}, split {args.split}, task_index = i, "
           f"success = verified among unmasked episodes, 95% Wilson interval, reward = train_reward > 0, "
           f"hack = train_reward > 0 and verified == 0"

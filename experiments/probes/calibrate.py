@@ -38,7 +38,7 @@ from algos.metrics import binomial_confidence_interval
 from envs import agents as bugfix_agents
 from envs import long_horizon_agents as lh_agents
 from envs import long_horizon_v3_agents as lh3_agents
-from envs.bugfix import DIFFICULTIES, SPLITS, is_hack
+from envs.bugfix import is_hack
 from envs.episode import run_episode
 
 DEFAULT_MISTAKE_RATES = (0.03, 0.1)

@@ -26,10 +26,10 @@ import numpy as np
 from experiments.report.conclusion import Comparison, compare_at_matched_budgets
 from experiments.report.keys import CONCLUSION_AXES, ReportError
 from experiments.report.keys import CRITIC_EV_KEY, METHODS_WITH_CRITIC
-from experiments.report.load import Run, config_get, group_runs, load_runs
+from experiments.report.load import config_get, group_runs, load_runs
 from experiments.report.references import reference_rows
 from experiments.report.stats import fmt_seeds, mean_ci
-from experiments.report.tables import ANCHOR_KEY, p_mix_series, second_half_mean, stop_reason_totals
+from experiments.report.tables import ANCHOR_KEY, per_run_mean, pmix_gap, second_half_mean, stop_reason_totals
 
 HORIZON_KEY = "env.kwargs.n_stages"
 
@@ -93,17 +93,6 @@ DETAIL_COLUMNS = ("decisions", "method", "held-out success (final)", "start mode
 STOP_SHARES = ("submitted_resolved", "submitted_failed", "turn_limit", "format_errors")
 
 
-def _update_mean(run: Run, key: str) -> float:
-    """Mean of ``key`` over the run's updates that logged it (NaN when none did)."""
-    _, y = run.series(key)
-    return float(np.mean(y)) if y.size else float("nan")
-
-
-def _pmix_gap(run: Run) -> float:
-    _, measured, predicted = p_mix_series(run)
-    return float(np.mean(np.abs(measured - predicted))) if measured.size else float("nan")
-
-
 def _reference(res: HorizonResult, role: str) -> str:
     """The best row of ``role`` among the sweep's references, ``rate (agent)``."""
     rows = [r for r in res.references if r.role == role and r.scored]
@@ -127,15 +116,15 @@ def detail_rows(results: Sequence[HorizonResult]) -> list[list[str]]:
             n = sum(totals.values()) or float("nan")
             critic = (fmt_seeds([second_half_mean(r, CRITIC_EV_KEY) for r in runs]) if method in METHODS_WITH_CRITIC
                       else "n/a (no critic)")
-            anchors = (fmt_seeds([_update_mean(r, ANCHOR_KEY) for r in runs]) if any(r.has(ANCHOR_KEY) for r in runs)
+            anchors = (fmt_seeds([per_run_mean(r, ANCHOR_KEY) for r in runs]) if any(r.has(ANCHOR_KEY) for r in runs)
                        else "n/a")
             rows.append([
                 str(res.horizon), method, fmt_seeds([r.summary.get("eval/success") for r in runs]),
                 _reference(res, "start model"), _reference(res, "program-blind floor"), _reference(res, "oracle ceiling"),
-                fmt_seeds([_update_mean(r, "rollout/mean_segments") for r in runs]),
-                fmt_seeds([_update_mean(r, "rollout/mean_turns") for r in runs]),
-                fmt_seeds([_update_mean(r, "rollout/mixed_group_rate") for r in grouped]) if grouped else "n/a (G = 1)",
-                fmt_seeds([_pmix_gap(r) for r in grouped]) if grouped else "n/a (G = 1)",
+                fmt_seeds([per_run_mean(r, "rollout/mean_segments") for r in runs]),
+                fmt_seeds([per_run_mean(r, "rollout/mean_turns") for r in runs]),
+                fmt_seeds([per_run_mean(r, "rollout/mixed_group_rate") for r in grouped]) if grouped else "n/a (G = 1)",
+                fmt_seeds([pmix_gap(r) for r in grouped]) if grouped else "n/a (G = 1)",
                 critic, anchors, " / ".join(f"{totals.get(k, 0.0) / n:.3f}" for k in STOP_SHARES),
             ])
     return rows

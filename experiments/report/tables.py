@@ -128,12 +128,13 @@ def ordered_reasons(totals: Mapping[str, Mapping[str, float]]) -> list[str]:
     return known + sorted(present - set(known))
 
 
-def _per_run_mean(run: Run, key: str) -> float:
+def per_run_mean(run: Run, key: str) -> float:
+    """Mean of ``key`` over the run's updates that logged it (NaN when none did)."""
     _, y = run.series(key)
     return float(np.mean(y)) if y.size else float("nan")
 
 
-def _pmix_gap(run: Run) -> float:
+def pmix_gap(run: Run) -> float:
     """Mean over updates of |measured mixed-group rate - P_mix(measured success rate, G)|."""
     _, measured, predicted = p_mix_series(run)
     return float(np.mean(np.abs(measured - predicted))) if measured.size else float("nan")
@@ -158,7 +159,7 @@ def _update_mean_cell(method: str, runs: Sequence[Run], key: str, missing: str |
     keys = [(f"{a}: ", agent_key(a, key)) for a in PAIR_AGENTS] if method in PAIR_METHODS else [("", key)]
     if missing is not None and not any(r.has(k) for _, k in keys for r in runs):
         return missing
-    return " / ".join(f"{label}{fmt_seeds([_per_run_mean(r, k) for r in runs])}" for label, k in keys)
+    return " / ".join(f"{label}{fmt_seeds([per_run_mean(r, k) for r in runs])}" for label, k in keys)
 
 
 DIAG_COLUMNS = (
@@ -216,14 +217,14 @@ def diagnostics_table(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list
                 ev, ev_seeds = f"n/a ({method.upper()} has no critic)", "n/a"
             if grouped:
                 group_cells = [
-                    fmt_seeds([_per_run_mean(r, "rollout/mixed_group_rate") for r in grouped]),
-                    fmt_seeds([_pmix_gap(r) for r in grouped]),
-                    fmt_seeds([_per_run_mean(r, "rollout/all_zero_rate") for r in grouped]),
-                    fmt_seeds([_per_run_mean(r, "rollout/all_one_rate") for r in grouped]),
+                    fmt_seeds([per_run_mean(r, "rollout/mixed_group_rate") for r in grouped]),
+                    fmt_seeds([pmix_gap(r) for r in grouped]),
+                    fmt_seeds([per_run_mean(r, "rollout/all_zero_rate") for r in grouped]),
+                    fmt_seeds([per_run_mean(r, "rollout/all_one_rate") for r in grouped]),
                 ]
             else:
                 group_cells = [G1_NA] * 4
-            anchors = (fmt_seeds([_per_run_mean(r, ANCHOR_KEY) for r in runs])
+            anchors = (fmt_seeds([per_run_mean(r, ANCHOR_KEY) for r in runs])
                        if any(r.has(ANCHOR_KEY) for r in runs) else ANCHOR_NA)
             shift = _update_mean_cell(method, runs, "train/agg_weight_shift")
             mass = _update_mean_cell(method, runs, "train/signed_adv_mass", missing=MASS_NA)
