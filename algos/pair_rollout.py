@@ -22,8 +22,11 @@ ends with the [SEP] after the observation) + the other agent's context so far (w
 and every test result. ``PairTrajectory.joint_points[k]`` is the joint state at turn ``k``;
 ``joint_bootstrap`` the one after the final observation of a truncated end (V(next state)).
 
-Generation is batched over the slots acting with the same model (one forward of the padded
-contexts per generated token, no KV cache: PairFix contexts are a few hundred tokens).
+Generation is batched over the slots acting with the same model and decodes incrementally: each
+model has one KV cache (``PolicyModel.new_cache``) with a row per (slot, agent) of a chunk of
+``num_envs`` episodes; a row always holds a prefix of that agent's context, so an agent's turn
+feeds only the ids appended since its last one (the observation, or the whole first context) and
+then one id per sampled token (``PolicyModel.step_last``).
 """
 
 from __future__ import annotations
@@ -62,12 +65,17 @@ def joint_context(own: ContextBuilder, other_builder: ContextBuilder | None, sep
 @dataclass
 class _PairSlot:
     request_index: int
+    row: int  # position in its chunk: agent ``AGENTS[k]`` decodes in cache row ``2 * row + k``
     env: object
     trajs: dict
     builders: dict = field(default_factory=lambda: dict.fromkeys(AGENTS))
     open_turn: dict = field(default_factory=lambda: dict.fromkeys(AGENTS))
     scripted: dict = field(default_factory=dict)  # agent -> scripted agent instance of this episode
+    fed: dict = field(default_factory=lambda: dict.fromkeys(AGENTS, 0))  # agent -> context ids in its cache row
     done: bool = False
+
+    def cache_row(self, agent: str) -> int:
+        return 2 * self.row + AGENTS.index(agent)
 
 
 class PairRolloutEngine:
@@ -99,16 +107,17 @@ class PairRolloutEngine:
         out: list[dict] = []
         for start in range(0, len(requests), self.num_envs):
             chunk = requests[start: start + self.num_envs]
-            slots = [self._reset(self.envs[b], start + b, req, policy_version, models) for b, req in enumerate(chunk)]
+            slots = [self._reset(self.envs[b], b, start + b, req, policy_version, models) for b, req in enumerate(chunk)]
+            caches = {id(m): m.new_cache(2 * len(chunk)) for m in models.values() if isinstance(m, torch.nn.Module)}
             with torch.no_grad():
                 while not all(s.done for s in slots):
-                    self._joint_step(models, [s for s in slots if not s.done], policy_version, generator)
+                    self._joint_step(models, caches, [s for s in slots if not s.done], policy_version, generator)
             for s in slots:
                 out.append({a: (t if t.segments else None) for a, t in s.trajs.items()})
         return out
 
     # -----------------------------------------------------------------------------------------
-    def _reset(self, env, index: int, req: RolloutRequest, version: int, models: dict) -> _PairSlot:
+    def _reset(self, env, row: int, index: int, req: RolloutRequest, version: int, models: dict) -> _PairSlot:
         env.reset(seed=req.seed, options=req.options)
         task_id = env.infos["a"]["task_id"]
         scripted = {a: models[a]() for a in AGENTS if not isinstance(models[a], torch.nn.Module)}
@@ -118,9 +127,9 @@ class PairRolloutEngine:
                                    options=req.options, policy_version=-1 if a in scripted else version,
                                    temperature=None if a in scripted else self.temperature,
                                    agent=a, pair_index=index) for a in AGENTS}
-        return _PairSlot(index, env, trajs, scripted=scripted)
+        return _PairSlot(index, row, env, trajs, scripted=scripted)
 
-    def _joint_step(self, models: dict, slots: list[_PairSlot], version: int, generator) -> None:
+    def _joint_step(self, models: dict, caches: dict, slots: list[_PairSlot], version: int, generator) -> None:
         """Every live slot's ``agent_selection`` reads its observation and acts once."""
         room = self.max_action_tokens + 2
         acting: list[tuple[_PairSlot, str]] = []
@@ -148,7 +157,8 @@ class PairRolloutEngine:
             if group[0][1] in group[0][0].scripted:
                 actions = [self._scripted(s, a) for s, a in group]
             else:
-                actions = self._generate(models[group[0][1]], [s.builders[a] for s, a in group], version, generator)
+                model = models[group[0][1]]
+                actions = self._generate(model, caches[id(model)], group, version, generator)
             for (s, a), (words, capped) in zip(group, actions):
                 s.trajs[a].generated_tokens += len(words) + (0 if capped else 1)
                 s.open_turn[a] = s.builders[a].end_action(capped)
@@ -168,22 +178,30 @@ class PairRolloutEngine:
             s.builders[a].add_sampled(w, 0.0, -1)
         return words, False
 
-    def _generate(self, model: PolicyModel, builders: list[ContextBuilder], version: int, generator):
-        """Sample one action per builder (appended to it); returns ``[(words, capped)]``."""
+    def _generate(self, model: PolicyModel, cache, acting: list[tuple[_PairSlot, str]], version: int, generator):
+        """Sample one action per acting (slot, agent), appended to its context; returns
+        ``[(words, capped)]``. The first forward feeds each cache row the context ids it lacks;
+        each later one the token sampled last (rows whose action ended are left out)."""
         was_training = model.training
         model.eval()
-        n = len(builders)
+        n = len(acting)
+        builders = [s.builders[a] for s, a in acting]
         words: list[list[int]] = [[] for _ in range(n)]
         live = list(range(n))
         capped = [False] * n
         for step in range(self.max_action_tokens):
-            seqs = [builders[i].seg.tokens for i in live]
-            lengths = torch.tensor([len(x) for x in seqs])
-            inp = torch.zeros(len(live), int(lengths.max()), dtype=torch.long)
-            for r, x in enumerate(seqs):
+            new = []
+            for i in live:
+                s, a = acting[i]
+                tokens = builders[i].seg.tokens
+                new.append(tokens[s.fed[a]:])
+                s.fed[a] = len(tokens)
+            n_new = torch.tensor([len(x) for x in new])
+            inp = torch.zeros(len(live), int(n_new.max()), dtype=torch.long)
+            for r, x in enumerate(new):
                 inp[r, : len(x)] = torch.tensor(x, dtype=torch.long)
-            logits, _ = model(inp)
-            last = logits[torch.arange(len(live)), lengths - 1].float()
+            rows = torch.tensor([acting[i][0].cache_row(acting[i][1]) for i in live])
+            last = model.step_last(cache, inp, n_new, rows).float()
             lp = torch.log_softmax(last / self.temperature, dim=-1)
             sampled = torch.multinomial(lp.exp(), 1, generator=generator).squeeze(-1)
             logps = lp.gather(-1, sampled[:, None]).squeeze(-1)

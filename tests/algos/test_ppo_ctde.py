@@ -11,7 +11,7 @@ import torch
 
 from algos.advantages import gae
 from algos.pair_rollout import PairRolloutEngine, PairTrajectory, agent_trajectories, pair_requests
-from algos.policy import PolicyModel, PolicyShape, ValueModel
+from algos.policy import PolicyModel, PolicyShape, ValueModel, token_logprobs
 from algos.ppo import gae_layout
 from algos.ppo_ctde import CentralCriticPPOTrainer, PairLearner, joint_inputs, pair_rollout_metrics
 from algos.registry import make_trainer
@@ -185,3 +185,23 @@ def test_train_pair_runs_end_to_end_from_one_call(algo, tmp_path):
             "rollout/success"} <= set(m)
     assert out["end"]["rollout/episodes"] == 2
     assert len(list(tmp_path.glob("*/policy_*.pt"))) == 2  # the warm start was cached, one file per agent
+
+
+def test_sampled_log_probs_equal_a_teacher_forced_forward_over_each_context():
+    """The engine decodes from one KV cache row per (slot, agent) of a shared policy, feeding each
+    row only the ids appended since that agent's last turn. Every stored behaviour log-prob must
+    equal the log-prob a full teacher-forced forward of the finished context gives its token (a
+    row out of step with its context, e.g. a missed observation or the other agent's ids, would
+    differ by far more than float rounding)."""
+    policy, _ = _models(seed=3)
+    eng = PairRolloutEngine(3, MAX_LEN, 12, env_kwargs={"difficulty": "easy"})
+    episodes = eng.collect({"a": policy, "b": policy}, pair_requests(5, 7), 0, torch.Generator().manual_seed(0))
+    segs = [t.segments[0] for ep in episodes for t in ep.values() if t is not None]
+    assert len(segs) >= 8 and sum(len(s.turns) for s in segs) >= 16  # several turns of both agents
+    for seg in segs:
+        tokens = torch.tensor([seg.tokens])
+        want = torch.tensor([seg.action_mask], dtype=torch.bool)
+        with torch.no_grad():
+            logp, _ = token_logprobs(policy.forward_at(tokens, want)[0], tokens, want)
+        stored = torch.tensor(seg.behavior_logp)[want[0]]
+        assert torch.allclose(logp[want], stored, atol=1e-4), (logp[want] - stored).abs().max()
