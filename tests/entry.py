@@ -20,6 +20,13 @@ run may change:
 - torch's intra-op thread count and the global RNG states of ``random``, ``numpy`` and ``torch``;
 - the SIGTERM / SIGINT handlers (experiments.train installs one for SIGTERM).
 
+With ``sweeps_in_process=True`` the compare job's sweep (``experiments.compare.job.run_sweep``:
+a ``python -m experiments.train -m ...`` subprocess in its own session) runs the same command
+in this process too (:func:`sweep_in_process`: its output into ``<sweep>/sweep.log`` and, echo
+filter applied, onto the job's stdout; its exit code), for tests of what a compare command builds
+and reports; ``run_sweep``'s process group and signal handling are the subject of
+tests/experiments/test_compare_stop.py and the plain compare end-to-end test, which keep it.
+
 Not isolated (keep a real subprocess for these): a run that kills its own process
 (``AGENTRL_TEST_KILL_AFTER_UPDATE``), anything that depends on a fresh interpreter (another
 ``PYTHONHASHSEED``, "torch is not imported", a child's RSS), and Hydra multiruns with the joblib or
@@ -55,12 +62,48 @@ class EntryResult:
 
 
 def run_entry(module: str, argv: Sequence[str] = (), cwd: str | os.PathLike | None = None,
-              env: Mapping[str, str] | None = None) -> EntryResult:
+              env: Mapping[str, str] | None = None, sweeps_in_process: bool = False) -> EntryResult:
     """``python -m module *argv`` in this process, from ``cwd`` (None: the current one) with the
     environment ``env`` (None: this process's), like ``subprocess.run([sys.executable, "-m",
     module, *argv], cwd=cwd, env=env, capture_output=True, text=True)``; see the module docstring
-    for what is captured and what is put back."""
-    return _run_main(lambda: runpy.run_module(module, run_name="__main__", alter_sys=True), module, argv, cwd, env)
+    for what is captured and what is put back (and for ``sweeps_in_process``)."""
+    def call():
+        with _sweeps_in_process() if sweeps_in_process else contextlib.nullcontext():
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+    return _run_main(call, module, argv, cwd, env)
+
+
+def sweep_in_process(cmd: Sequence[str], sweep_dir: Path, env: Mapping[str, str] | None = None) -> int:
+    """``experiments.compare.job.run_sweep(cmd, sweep_dir, env)`` with ``cmd`` (``python -m module
+    *argv``) run by :func:`run_entry` in this process, in the sweep environment
+    (``job.SWEEP_ENV``); the output is appended to ``<sweep>/sweep.log`` after the ``$ cmd`` line
+    (stdout, then stderr) and echoed through the job's filter. Returns the exit code."""
+    from experiments.compare import job
+
+    if list(cmd[1:2]) != ["-m"]:
+        raise ValueError(f"not a `python -m module ...` command: {cmd}")
+    sweep_dir = Path(sweep_dir)
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    done = run_entry(cmd[2], cmd[3:], env={**os.environ, **job.SWEEP_ENV, **(env or {})})
+    text = done.stdout + done.stderr
+    with open(sweep_dir / "sweep.log", "a") as log:
+        log.write("$ " + " ".join(cmd) + "\n" + text)
+    echo = job._NoticeFilter()
+    sys.stdout.write("".join(echo(line) for line in text.splitlines(keepends=True)))
+    return done.returncode
+
+
+@contextlib.contextmanager
+def _sweeps_in_process() -> Iterator[None]:
+    from experiments.compare import job
+
+    saved = job.run_sweep
+    job.run_sweep = sweep_in_process
+    try:
+        yield
+    finally:
+        job.run_sweep = saved
 
 
 def run_script(path: str | os.PathLike, argv: Sequence[str] = (), cwd: str | os.PathLike | None = None,

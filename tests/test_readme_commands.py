@@ -6,13 +6,15 @@ cannot drift: a new command without a tiny rule below fails
 command runs (cwd = a temporary directory, so ``runs/`` and ``.cache/`` land there) with the cheap
 switch its entry point offers appended. They run in the test process (``tests/entry.py``'s
 ``run_entry``: ``python -m`` via runpy, argv / cwd / environment patched, state put back; a
-subprocess per command cost ~6-7 s of imports each), except the ``experiments.train -m`` sweep,
-whose joblib launcher starts worker processes: that one runs as a subprocess (``sys.executable``).
+subprocess per command cost ~6-7 s of imports each), a compare command's sweep included
+(``sweep_in_process``), except the ``experiments.train -m`` sweep, whose joblib launcher starts
+worker processes: that one runs as a subprocess (``sys.executable``).
 
 - ``experiments.train``: ``experiment=tiny`` and a tiny ``budget.amount`` (a multirun of a
   compare preset: ``experiments.compare.TINY_OVERRIDES`` and ``seed=0``; a run of another preset,
   ``experiment=learn_tiny`` for example: that preset with its env's ``--tiny`` overrides);
-- ``experiments.compare``: ``--tiny``, ``env.kwargs.n_stages=4`` in place of any other horizon (plus
+- ``experiments.compare``: ``--tiny``, ``env.kwargs.n_stages=4`` in place of any other horizon
+  (the horizon preset's default included) and no ``warmstart.demos`` of its own (plus
   ``--dry-run`` for the Ray launcher, whose real multirun is tests/experiments/test_launchers.py's;
   the ``--methods`` example runs at ``--tiny`` in tests/experiments/test_compare_methods.py,
   ``--preset pairfix`` in tests/experiments/test_compare_pairfix.py, ``--horizons`` in
@@ -159,8 +161,12 @@ def tiny_case(cmd: str) -> Case:
         extra = ["--tiny"] + (["--dry-run"] if "--launcher" in pre and "ray" in pre else [])
         # no wandb runs (~5 s each): the wandb side of a sweep is test_compare's tiny end-to-end run
         extra += [] if "--logger" in pre else ["--logger", "none"]
-        # a horizon of the horizon preset at tiny scale: 4 decisions (LongHorizon-v3's fewest), not 32 or 64
-        post = ["env.kwargs.n_stages=4" if a.startswith("env.kwargs.n_stages=") else a for a in post]
+        # a horizon of the horizon preset at tiny scale: 4 decisions (LongHorizon-v3's fewest), not
+        # 32 or 64, from --tiny's 16-demo warm start, not the command's own demo count
+        post = ["env.kwargs.n_stages=4" if a.startswith("env.kwargs.n_stages=") else a for a in post
+                if not a.startswith("warmstart.demos=")]
+        if args[:2] == ["--preset", "horizon"] and not any(a.startswith("env.kwargs.n_stages=") for a in post):
+            post = (post or ["--"]) + ["env.kwargs.n_stages=4"]  # the preset's default horizon too
         return Case(exe + pre + extra + post, env)
     if module == "experiments.report" and args == ["runs/compare/__SWEEP__"]:
         return Case(exe + args, covered_by="tests/experiments/test_compare.py")
@@ -227,7 +233,10 @@ def _run(case: Case, cwd: Path, timeout: int = 600):
     an ``entry.EntryResult``)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline", "WANDB_SILENT": "true", **case.env}
     if not in_subprocess(case):
-        return run_entry(case.argv[2], case.argv[3:], cwd=cwd, env=env)
+        # a compare command's sweep too (tests/entry.py's sweep_in_process): what is checked here
+        # is what the command builds and reports; the sweep subprocess is test_compare's
+        return run_entry(case.argv[2], case.argv[3:], cwd=cwd, env=env,
+                         sweeps_in_process=case.argv[2] == "experiments.compare")
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
     return subprocess.run(case.argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 

@@ -224,13 +224,14 @@ def check_methods(methods: Sequence[str], preset: str, overrides: Sequence[str] 
 #: pipeline runs. One entry per env (:data:`TINY_OVERRIDES_BY_ENV`, chosen by :func:`tiny_overrides`
 #: from the sweep's env), because some knobs are config errors on the other envs.
 #: Single-agent envs (bugfix, long_horizon): the tiny policy and a compression budget that fits its
-#: 256-token context, 16 rollouts (2 tasks x G=4 per update), a 16-demo warm start, 4 eval episodes.
+#: 256-token context, 16 rollouts (2 tasks x G=4 per update), a 16-demo warm start cloned in one
+#: process (a second BC process costs seconds of start-up for one minibatch), 4 eval episodes.
 TINY_OVERRIDES: tuple[str, ...] = (
     "policy.d_model=32", "policy.n_layers=1", "policy.n_heads=2", "policy.max_len=256",
     "compression.budget_tokens=128",
     "algo.tasks_per_update=2", "algo.group_size=4", "rollout.num_envs=8", "budget.amount=16",
     "eval.every=1", "eval.tasks=2", "eval.samples_per_task=2",
-    "warmstart.demos=16", "warmstart.epochs=1", "warmstart.eval_tasks=2",
+    "warmstart.demos=16", "warmstart.epochs=1", "warmstart.eval_tasks=2", "warmstart.processes=1",
 )
 #: PairFix (two agents): no ``algo.group_size`` (a pair run needs G = 1) and no compression knob
 #: (a pair run has none); 8 pair episodes (2 updates of 4), a 16-demo pair warm start, 4 eval

@@ -50,7 +50,7 @@ def test_start_model_config_is_the_horizon_presets_with_scaled_demos():
 
 @pytest.mark.slow
 def test_calibrate_start_model_row_is_the_warm_starts_own_evaluation(tmp_path):
-    overrides = [*TINY_OVERRIDES, f"warmstart.cache_dir={tmp_path}", "warmstart.processes=1"]
+    overrides = [*TINY_OVERRIDES, f"warmstart.cache_dir={tmp_path}"]
     done = run_entry("experiments.calibrate", ["--episodes", "4", "--difficulties", "easy", "--mistake-rates", "0.1",
                                                "--horizons", "4", "--start-model", "--", *overrides], cwd=ROOT)
     assert done.returncode == 0, done.stderr

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -65,11 +63,9 @@ def test_compare_tiny_end_to_end(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     env.update(HOME=str(tmp_path / "home"), WANDB_BASE_URL="http://127.0.0.1:9")  # no creds, no server
     (tmp_path / "home").mkdir()
-    out = subprocess.run(
-        [sys.executable, "-m", "experiments.compare", "--tiny", "--seeds", "0,1", "--sweep-dir", str(sweep), "--",
-         f"warmstart.cache_dir={tmp_path / 'ws'}"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-    )
+    # the job in this process (tests/entry.py), its sweep a real subprocess in its own session
+    out = run_entry("experiments.compare", ["--tiny", "--seeds", "0,1", "--sweep-dir", str(sweep), "--",
+                                            f"warmstart.cache_dir={tmp_path / 'ws'}"], cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     log = (sweep / "sweep.log").read_text()
     assert log.startswith("$ ") and " hydra/launcher=basic " in log.splitlines()[0]  # --tiny's launcher

@@ -105,7 +105,7 @@ def test_report_horizons_cli_renders_and_rejects(tmp_path):
 def test_compare_runs_one_sweep_per_horizon_then_the_horizon_report(tmp_path):
     done = run_entry("experiments.compare", ["--preset", "horizon", "--horizons", "4,6", "--methods", "grpo,ppo",
                                              "--tiny", "--logger", "none", "--sweep-dir", str(tmp_path / "sweep")],
-                     cwd=ROOT)
+                     cwd=ROOT, sweeps_in_process=True)
     assert done.returncode == 0, done.stderr[-3000:]
     for h in (4, 6):
         assert (tmp_path / "sweep" / f"n{h}" / "report.md").is_file()

@@ -152,9 +152,10 @@ def test_readme_methods_command_grpo_vs_gigpo_on_long_horizon_end_to_end(tmp_pat
     env.update(HOME=str(tmp_path / "home"), WANDB_BASE_URL="http://127.0.0.1:9")  # no creds, no server
     (tmp_path / "home").mkdir()
     args = README_COMMAND.split()[3:]  # after ".venv/bin/python -m experiments.compare"
-    # in this process (logger none; the sweep itself is the compare job's subprocess)
+    # in this process, its sweep too (logger none; tests/entry.py's sweep_in_process)
     out = run_entry("experiments.compare", [*args, "--tiny", "--logger", "none", "--sweep-dir", str(sweep), "--",
-                                            f"warmstart.cache_dir={tmp_path / 'ws'}"], cwd=tmp_path, env=env)
+                                            f"warmstart.cache_dir={tmp_path / 'ws'}"], cwd=tmp_path, env=env,
+                    sweeps_in_process=True)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     runs = sorted(p.name for p in sweep.iterdir() if (p / "summary.json").is_file())
     assert runs == ["long_horizon-gigpo-s0", "long_horizon-grpo-s0"]  # --tiny: seed 0 only

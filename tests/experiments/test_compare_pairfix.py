@@ -257,9 +257,10 @@ def test_readme_pairfix_compare_tiny_end_to_end(tmp_path):
     assert README_COMMAND in (ROOT / "README.md").read_text()
     sweep = tmp_path / "sweep"
     args = README_COMMAND.split()[3:]  # after ".venv/bin/python -m experiments.compare"
-    # in this process (logger none; the sweep itself is the compare job's subprocess)
+    # in this process, its sweep too (logger none; tests/entry.py's sweep_in_process)
     out = run_entry("experiments.compare", [*args, "--tiny", "--logger", "none", "--sweep-dir", str(sweep),
-                                            "--", f"warmstart.cache_dir={tmp_path / 'ws'}"], cwd=tmp_path)
+                                            "--", f"warmstart.cache_dir={tmp_path / 'ws'}"], cwd=tmp_path,
+                    sweeps_in_process=True)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     runs = sorted(p.name for p in sweep.iterdir() if (p / "summary.json").is_file())
     assert runs == ["pairfix-ppo_ctde-s0", "pairfix-ppo_independent-s0"]  # --tiny: seed 0 only

@@ -131,7 +131,7 @@ def test_compare_runs_the_hf_policy_end_to_end(tmp_path, hf_model_dir):
     proc = run_entry("experiments.compare", ["--tiny", "--seeds", "0", "--sweep-dir", str(tmp_path / "sweep"),
                                              "--logger", "none", "--", "policy=hf", f"policy.path={hf_model_dir}",
                                              "policy.max_len=512", f"warmstart.cache_dir={tmp_path / 'ws'}"],
-                     cwd=ROOT, env=None)
+                     cwd=ROOT, env=None, sweeps_in_process=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = (tmp_path / "sweep" / "report.md").read_text()
     assert "grpo" in report and "ppo" in report

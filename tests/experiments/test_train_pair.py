@@ -181,7 +181,9 @@ def test_the_pair_run_refuses_a_one_agent_config_and_derives_its_sizes():
 @pytest.mark.slow
 def test_pair_run_stops_on_sigterm_and_resumes_exactly(tmp_path):
     """SIGTERM after update 2 of 4 (a checkpoint is on disk) exits 130; the same command then
-    resumes and writes the same metrics lines as an uninterrupted run (wall-clock fields aside)."""
+    resumes and writes the same metrics lines as an uninterrupted run (wall-clock fields aside).
+    The signalled run and its resume are subprocesses; the uninterrupted reference runs in this
+    process (tests/entry.py), so the numbers must also agree across that boundary."""
     import signal
     import subprocess
     import sys
@@ -200,7 +202,8 @@ def test_pair_run_stops_on_sigterm_and_resumes_exactly(tmp_path):
         return [sys.executable, "-m", "experiments.train", *common, f"run_dir={run}"]
 
     whole = tmp_path / "whole"
-    subprocess.run(cmd(whole), cwd=ROOT, env=env, check=True, capture_output=True)
+    done = run_entry("experiments.train", cmd(whole)[3:], cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
     cut = tmp_path / "cut"
     proc = subprocess.Popen(cmd(cut), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
