@@ -48,3 +48,15 @@ def hf_model_dir(tmp_path_factory):
     from algos.hf_tiny import TinyModelSpec, build_tiny_model_dir
 
     return build_tiny_model_dir(tmp_path_factory.mktemp("hf_tiny"), TinyModelSpec(episodes=6))
+
+
+@pytest.fixture(scope="session")
+def shared_warmstart_cache(tmp_path_factory):
+    """One warm-start cache directory for the whole test run, shared by the pytest-xdist workers
+    (the parent of their base temporary directories): a start model is built once, by the first
+    worker that asks; the cache's per-key file lock makes any other wait for it and load it. For
+    tests that need a start model, not for tests of how one is built or cached."""
+    base = tmp_path_factory.getbasetemp()
+    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-warmstart"
+    path.mkdir(exist_ok=True)
+    return path

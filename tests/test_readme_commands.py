@@ -52,6 +52,7 @@ import pytest
 
 from entry import run_entry
 from experiments.compare import TINY_OVERRIDES, TINY_OVERRIDES_BY_ENV, _NoticeFilter
+from experiments.runtime.schema import WarmstartConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -217,9 +218,15 @@ def test_every_readme_command_has_a_tiny_rule():
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> Path:
-    """The cwd of every command (``runs/``, ``.cache/`` and ``multirun/`` land here)."""
-    return tmp_path_factory.mktemp("readme")
+def workdir(tmp_path_factory, shared_warmstart_cache) -> Path:
+    """The cwd of every command (``runs/``, ``.cache/`` and ``multirun/`` land here); its default
+    warm-start cache (``.cache/agentrl/warmstart``) is a link to the suite's shared one, so the
+    commands run as written and a start model another test built is not built again."""
+    cwd = tmp_path_factory.mktemp("readme")
+    cache = cwd / WarmstartConfig.cache_dir
+    cache.parent.mkdir(parents=True)
+    cache.symlink_to(shared_warmstart_cache, target_is_directory=True)
+    return cwd
 
 
 def in_subprocess(case: Case) -> bool:

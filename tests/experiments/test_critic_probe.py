@@ -24,8 +24,8 @@ def _config(tmp_path, *overrides):
 
 
 @pytest.fixture(scope="module")
-def tutorial(tmp_path_factory):
-    c = _config(tmp_path_factory.mktemp("ws"))
+def tutorial(shared_warmstart_cache):
+    c = _config(shared_warmstart_cache)
     critic, policy = build_critic(c)
     return c, critic, sample(c, policy, 24, 11)
 

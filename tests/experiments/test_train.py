@@ -23,8 +23,8 @@ WALL_KEYS = {"compute/wall_seconds", "rollout/collect_seconds", "rollout/generat
 
 
 @pytest.fixture(scope="session")
-def ws_cache(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("warmstart_cache"))
+def ws_cache(shared_warmstart_cache):
+    return str(shared_warmstart_cache)
 
 
 def train(run_dir, *overrides, ws_cache, check=True, timeout=300, kill_after=None, in_process=True):

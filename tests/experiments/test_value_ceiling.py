@@ -19,12 +19,12 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def ppo_run(tmp_path_factory):
+def ppo_run(tmp_path_factory, shared_warmstart_cache):
     """A learn_tiny PPO run of 2 updates (tutorial tasks, the BC start model writes real tool calls)."""
     d = tmp_path_factory.mktemp("vc")
     env = {**os.environ, "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"}
     proc = run_entry("experiments.train", ["experiment=learn_tiny", "algo=ppo", "budget.amount=16", "eval.tasks=2",
-                                           f"run_dir={d / 'run'}", f"warmstart.cache_dir={d / 'ws'}"], cwd=ROOT, env=env)
+                                           f"run_dir={d / 'run'}", f"warmstart.cache_dir={shared_warmstart_cache}"], cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return d / "run"
 
