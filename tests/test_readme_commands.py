@@ -11,7 +11,7 @@ subprocess per command cost ~6-7 s of imports each), a compare command's sweep i
 worker processes: that one runs as a subprocess (``sys.executable``).
 
 - ``experiments.train``: ``experiment=tiny`` and a tiny ``budget.amount`` (a multirun of a
-  compare preset: ``experiments.compare.TINY_OVERRIDES`` and ``seed=0``; a run of another preset,
+  compare preset: ``experiments.compare.TINY_OVERRIDES``, ``seed=0`` and one joblib worker; a run of another preset,
   ``experiment=learn_tiny`` for example: that preset with its env's ``--tiny`` overrides);
 - ``experiments.compare``: ``--tiny``, ``env.kwargs.n_stages=4`` in place of any other horizon
   (the horizon preset's default included) and no ``warmstart.demos`` of its own (plus
@@ -127,7 +127,8 @@ def tiny_case(cmd: str) -> Case:
         return Case(exe + args + ["--rows", "2", "--new", "4", "--turns", "2", "--action", "2", "--repeats", "1"], env)
     if module == "experiments.train" and "-m" in args:
         assert any(a.startswith("experiment=compare_") for a in args), cmd
-        return Case(exe + args + list(TINY_OVERRIDES) + ["seed=0", "logger.kind=none"], env)
+        # one joblib worker process (a second one costs its own imports: seconds at this scale)
+        return Case(exe + args + list(TINY_OVERRIDES) + ["seed=0", "logger.kind=none", "hydra.launcher.n_jobs=1"], env)
     if module == "experiments.train" and overrides.get("experiment", "tiny") != "tiny":
         # a preset (learn_tiny, learn_bugfix, ...): the preset itself, shrunk by its env's --tiny
         # overrides (a second experiment= would be a Hydra error), at the tiny rollout budget

@@ -1,8 +1,6 @@
 """experiments/bench/e2e.py: the aggregation of a run's metrics lines, the side-by-side table, the
 dispatch from ``experiments.bench``, and (slow) the ``--quick`` plumbing on a tiny config."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -98,9 +96,9 @@ def test_quick_plumbing_on_a_tiny_config(tmp_path):
     tiny = ["policy.d_model=32", "policy.n_layers=1", "policy.n_heads=2", "policy.max_len=256",
             "algo.tasks_per_update=4", "rollout.num_envs=16", "eval.tasks=4", "warmstart.demos=32",
             "warmstart.epochs=2", "warmstart.eval_tasks=4"]
-    cmd = [sys.executable, "-m", "experiments.bench", "e2e", "--quick", "--no-baseline", "--no-bound", "--algo", "grpo",
-           "--cache-dir", str(tmp_path), *[a for o in tiny for a in ("--set", o)]]
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    args = ["e2e", "--quick", "--no-baseline", "--no-bound", "--algo", "grpo", "--cache-dir", str(tmp_path),
+            *[a for o in tiny for a in ("--set", o)]]
+    out = run_entry("experiments.bench", args, cwd=ROOT)  # the bench in this process, its runs subprocesses
     assert out.returncode == 0, out.stderr[-2000:]
     row = next(line for line in out.stdout.splitlines() if line.startswith("trajectory tok/s"))
     assert len(row.split()) == 2 + 3  # label (2 words) + (base, now, ratio) of the one method
