@@ -4,6 +4,7 @@ segments stay one group member (C13), one advantage per trajectory (C14)."""
 from __future__ import annotations
 
 import copy
+from functools import lru_cache
 
 import torch
 
@@ -54,7 +55,9 @@ def group_rates(trajs: list[Trajectory], group_size: int) -> dict:
 
 def measure_c6(group_size: int = 8, n_groups: int = 120, task_index: int = 0, hard_task_index: int = 0,
                seed: int = 6) -> dict:
-    """Mixed-group rate of real GRPO groups in three settings, ``n_groups`` groups of ``group_size``.
+    """Mixed-group rate of real GRPO groups in three settings, ``n_groups`` groups of ``group_size``
+    (measured once per argument set in a process, like the claims' trainer runs: the table and
+    its tests read the same numbers; each call gets its own copy).
 
     Warm-start policy, real rollout engine, easy BugFix (tool faults on), outcome reward:
       ``independent``  every group is train task ``task_index``, members with their own env seeds
@@ -67,6 +70,11 @@ def measure_c6(group_size: int = 8, n_groups: int = 120, task_index: int = 0, ha
                        (an unseen template, lower p); ``p_train`` / ``p_heldout`` per half.
     Each setting holds :func:`group_rates`'s numbers.
     """
+    return copy.deepcopy(_measure_c6(group_size, n_groups, task_index, hard_task_index, seed))
+
+
+@lru_cache(maxsize=2)
+def _measure_c6(group_size: int, n_groups: int, task_index: int, hard_task_index: int, seed: int) -> dict:
     start_model_info()
     torch.set_num_threads(1)
     policy = start_policy()
