@@ -16,8 +16,9 @@ def pytest_collection_modifyitems(config, items):
     # Among them the claim measurements of tests/claims/ and the `python -m
     # experiments.reproduce_claims` test come first and together: that test runs the entry point
     # in-process (tests/entry.py), so on the worker that ran tests/claims/ it reuses their cached
-    # trainer runs (experiments.claims: C19/C20, C24's) instead of training them again; contiguous
-    # items start on one worker under work stealing (the other steals from the end of the queue).
+    # trainer runs (experiments.claims: C19/C20, C24's) and C6's groups instead of measuring them
+    # again; contiguous items start on one worker under work stealing (the other steals from the
+    # end of the queue).
     items.sort(key=lambda item: ("slow" not in item.keywords, not _measures_claims(item)))
     if os.environ.get("AGENTRL_POOL_TESTS") == "1":
         return
