@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from entry import ROOT, run_entry, run_script
+import entry
+from entry import ROOT, run_entry, run_script, sweep_in_process
 
 #: A script that changes every piece of process state run_entry promises to put back, then exits
 #: with the code given as its first argument (or raises when it is "raise").
@@ -83,3 +84,30 @@ def test_a_hydra_entry_point_in_process_leaves_hydra_free_for_the_next_test(tmp_
     assert not (tmp_path / "r").exists()
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         assert compose(config_name="config", overrides=["algo=ppo"]).algo.name == "ppo"
+
+
+def test_a_sweep_in_process_logs_echoes_and_returns_the_command_exit_code(tmp_path):
+    """``sweep_in_process`` stands in for ``run_sweep``: the ``$ cmd`` line and the command's output
+    in ``<sweep>/sweep.log``, the output echoed, its exit code returned (``py_compile`` of a
+    missing file exits 1 with the error on stderr); ``run_entry(sweeps_in_process=True)`` swaps
+    it in for the run only."""
+    import platform
+
+    from experiments.compare import job
+
+    sweep = tmp_path / "sweep"
+    cmd = [sys.executable, "-m", "platform"]
+    assert sweep_in_process(cmd, sweep) == 0
+    assert sweep_in_process([sys.executable, "-m", "py_compile", str(tmp_path / "missing.py")], sweep) == 1
+    log = (sweep / "sweep.log").read_text().splitlines()
+    assert log[0] == "$ " + " ".join(cmd) and log[1] == platform.platform()
+    assert log[2].startswith("$ ") and "No such file" in "\n".join(log[3:])
+    with pytest.raises(ValueError, match="not a `python -m module"):
+        sweep_in_process([sys.executable, "x.py"], sweep)
+
+    original = job.run_sweep
+    with entry._sweeps_in_process():
+        assert job.run_sweep is sweep_in_process
+    assert job.run_sweep is original
+    out = run_entry("platform", [], sweeps_in_process=True)
+    assert out.returncode == 0 and out.stdout.strip() == platform.platform() and job.run_sweep is original
