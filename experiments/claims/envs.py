@@ -64,16 +64,32 @@ def measure_c09(long_stages: int = 197, short_stages: int = 7, small_verbose: in
 C10_ENV = {"n_stages": 6, "n_approaches": 6, "verbose": 30, "max_turns": 34}
 
 
-def _c10_run(strategy: str | None, episodes: int) -> tuple[float, float, list[int]]:
-    compression = None if strategy is None else {"strategy": strategy}
-    env = envs.make(envs.LONG_HORIZON_ID, compression=compression, **C10_ENV)
-    repeated, verified, compressions = [], [], []
-    for seed in range(episodes):
-        ep = run_episode(env, lh_agents.ContextReadingAgent(), seed=seed, options={"task_index": seed, "split": "train"})
-        repeated.append(ep.final_info["repeated_failed_approaches"])
-        verified.append(ep.final_info["verified"])
-        compressions.append(sum("compression" in info for info in ep.infos))
-    return float(np.mean(repeated)), float(np.mean(verified)), compressions
+#: (key prefix, compression strategy) of each C10 arm
+C10_STRATEGIES = (("lossy", "lossy_summary"), ("structured", "structured_summary"), ("none", None))
+
+
+def _c10_arms(env_id: str, env_kwargs: dict, agent_cls, counted: str, name: str, episodes: int,
+              prefix: str = "") -> dict:
+    """``agent_cls()`` (a ``ContextReadingAgent``) on ``env_id`` with ``env_kwargs``, train tasks
+    0..episodes-1 with seed = task, default 256-token trigger, once per arm of
+    :data:`C10_STRATEGIES`: the mean of ``final_info[counted]`` per episode as
+    ``<prefix><arm>_<name>``, and ``<prefix><arm>_success`` (verified), ``_mean_compressions``,
+    ``_min_compressions``."""
+    out: dict = {}
+    for arm, strategy in C10_STRATEGIES:
+        env = envs.make(env_id, compression=None if strategy is None else {"strategy": strategy}, **env_kwargs)
+        counts, verified, comps = [], [], []
+        for seed in range(episodes):
+            ep = run_episode(env, agent_cls(), seed=seed, options={"task_index": seed, "split": "train"})
+            counts.append(ep.final_info[counted])
+            verified.append(ep.final_info["verified"])
+            comps.append(sum("compression" in info for info in ep.infos))
+        env.close()
+        out[f"{prefix}{arm}_{name}"] = float(np.mean(counts))
+        out[f"{prefix}{arm}_success"] = float(np.mean(verified))
+        out[f"{prefix}{arm}_mean_compressions"] = float(np.mean(comps))
+        out[f"{prefix}{arm}_min_compressions"] = int(min(comps))
+    return out
 
 
 def measure_c10(episodes: int = 30) -> dict:
@@ -82,13 +98,8 @@ def measure_c10(episodes: int = 30) -> dict:
     lossy_summary, structured_summary and no compression. Mean repeated failed approaches per
     episode, verified success, mean and minimum compressions per episode; then the same agent and
     strategies on LongHorizon-v3 (:func:`measure_c10_v3`, keys ``v3_*``)."""
-    out: dict = {"episodes": episodes}
-    for name, strategy in (("lossy", "lossy_summary"), ("structured", "structured_summary"), ("none", None)):
-        repeats, success, comps = _c10_run(strategy, episodes)
-        out[f"{name}_repeats"] = repeats
-        out[f"{name}_success"] = success
-        out[f"{name}_mean_compressions"] = float(np.mean(comps))
-        out[f"{name}_min_compressions"] = int(min(comps))
+    out = {"episodes": episodes, **_c10_arms(envs.LONG_HORIZON_ID, C10_ENV, lh_agents.ContextReadingAgent,
+                                             "repeated_failed_approaches", "repeats", episodes)}
     return {**out, **measure_c10_v3(episodes)}
 
 
@@ -101,23 +112,8 @@ def measure_c10_v3(episodes: int = 30) -> dict:
     seed = task, default 256-token trigger; per strategy (lossy_summary, structured_summary, none):
     mean wrong fixes per episode (decisions taken without the table the summary dropped),
     verified success, mean and minimum compressions per episode, as ``v3_<name>_*``."""
-    out: dict = {"v3_episodes": episodes}
-    for name, strategy in (("lossy", "lossy_summary"), ("structured", "structured_summary"), ("none", None)):
-        compression = None if strategy is None else {"strategy": strategy}
-        env = envs.make(envs.LONG_HORIZON_V3_ID, compression=compression, **C10_V3_ENV)
-        wrong, verified, comps = [], [], []
-        for seed in range(episodes):
-            ep = run_episode(env, lh3_agents.ContextReadingAgent(), seed=seed,
-                             options={"task_index": seed, "split": "train"})
-            wrong.append(ep.final_info["wrong_fixes"])
-            verified.append(ep.final_info["verified"])
-            comps.append(sum("compression" in info for info in ep.infos))
-        env.close()
-        out[f"v3_{name}_wrong_fixes"] = float(np.mean(wrong))
-        out[f"v3_{name}_success"] = float(np.mean(verified))
-        out[f"v3_{name}_mean_compressions"] = float(np.mean(comps))
-        out[f"v3_{name}_min_compressions"] = int(min(comps))
-    return out
+    return {"v3_episodes": episodes, **_c10_arms(envs.LONG_HORIZON_V3_ID, C10_V3_ENV, lh3_agents.ContextReadingAgent,
+                                                  "wrong_fixes", "wrong_fixes", episodes, prefix="v3_")}
 
 
 # --------------------------------------------------------------------------------------------- C11
