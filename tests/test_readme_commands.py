@@ -11,8 +11,9 @@ subprocess per command cost ~6-7 s of imports each), a compare command's sweep i
 worker processes: that one runs as a subprocess (``sys.executable``).
 
 - ``experiments.train``: ``experiment=tiny`` and a tiny ``budget.amount`` (a multirun of a
-  compare preset: ``experiments.compare.TINY_OVERRIDES``, ``seed=0`` and one joblib worker; a run of another preset,
-  ``experiment=learn_tiny`` for example: that preset with its env's ``--tiny`` overrides);
+  compare preset: ``experiments.compare.TINY_OVERRIDES``, ``seed=0`` and one joblib worker; a run
+  of another preset, ``experiment=learn_tiny`` for example: that preset with its env's ``--tiny``
+  overrides);
 - ``experiments.compare``: ``--tiny``, ``env.kwargs.n_stages=4`` in place of any other horizon
   (the horizon preset's default included) and no ``warmstart.demos`` of its own (plus
   ``--dry-run`` for the Ray launcher, whose real multirun is tests/experiments/test_launchers.py's;

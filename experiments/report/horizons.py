@@ -24,8 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.report.conclusion import Comparison, compare_at_matched_budgets
-from experiments.report.keys import CONCLUSION_AXES, ReportError
-from experiments.report.keys import CRITIC_EV_KEY, METHODS_WITH_CRITIC
+from experiments.report.keys import CONCLUSION_AXES, CRITIC_EV_KEY, METHODS_WITH_CRITIC, ReportError
 from experiments.report.load import config_get, group_runs, load_runs
 from experiments.report.references import reference_rows
 from experiments.report.stats import fmt_seeds, mean_ci
