@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-import statistics
+from fractions import Fraction
 
 import pytest
 import torch
@@ -28,21 +28,29 @@ def flags(*xs):
 
 
 def group_reference(rewards, ids, std, eps):
-    """Per-group Python loop with the statistics module."""
-    out = [0.0] * len(rewards)
+    """Per-group Python loop in exact rational arithmetic (``Fraction``): the exact group mean and
+    deviations ``d`` of the float rewards; the std as ``max|d| * sqrt(sum (d / max|d|)^2 / (n -
+    ddof))`` (one float square root of a number in [1/n, n], so tiny deviations do not underflow).
+    Returns the advantages and, per member, its group's std (None for a constant group: A = 0)."""
+    out, stds = [0.0] * len(rewards), [None] * len(rewards)
     for g in set(ids):
         members = [i for i, x in enumerate(ids) if x == g]
-        rs = [rewards[i] for i in members]
+        rs = [Fraction(rewards[i]) for i in members]
         if len(set(rs)) == 1:
             continue  # constant group: exactly 0
-        mean = statistics.fmean(rs)
-        for i in members:
+        mean = sum(rs) / len(rs)
+        dev = [r - mean for r in rs]
+        top = max(abs(d) for d in dev)
+        root = math.sqrt(sum((d / top) ** 2 for d in dev) / (len(rs) - (0 if std == "population" else 1)))
+        for i, d in zip(members, dev):
             if std == "none":
-                out[i] = rewards[i] - mean
+                out[i] = float(d)
+            elif eps == 0.0:
+                out[i] = float(d / top) / root
             else:
-                s = statistics.pstdev(rs) if std == "population" else statistics.stdev(rs)
-                out[i] = (rewards[i] - mean) / (s + eps)
-    return out
+                out[i] = float(d) / (float(top) * root + eps)
+            stds[i] = float(top) * root if std != "none" else 1.0
+    return out, stds
 
 
 def gae_row_reference(r, v, nv, term, trunc, mask, gamma, lam):
@@ -150,10 +158,20 @@ quarter = st.integers(-16, 16).map(lambda k: k / 4)  # exact in binary floating 
 def test_group_advantages_match_loop_reference(rewards, data, std, eps):
     ids = data.draw(st.lists(st.sampled_from([-3, 0, 5, 1000]), min_size=len(rewards), max_size=len(rewards)))
     got = group_advantages(torch.tensor(rewards, dtype=F64), torch.tensor(ids), std=std, eps=eps)
-    ref = group_reference(rewards, ids, std, eps)
-    for g, r_ in zip(got.tolist(), ref):
-        # Near-constant groups have tiny stds; compare relative to the size of the numbers.
-        assert math.isclose(g, r_, rel_tol=1e-6, abs_tol=1e-6), (got, ref)
+    ref, stds = group_reference(rewards, ids, std, eps)
+    # Float code rounds the group mean, so each deviation r_i - mean carries an error of a few
+    # units in the last place of max|r| (u = 2^-53 relative, and at least the smallest subnormal
+    # 2^-1074): the advantage may be off by that error over the std. Well-conditioned groups are
+    # held to 1e-6; a group whose spread is a few ulps of its rewards (5 - 2^-50 and 5: exact
+    # A = -1, +1; float code gives -1.41, 0) has no better float answer.
+    u, tiny, scale = 2.0 ** -53, 2.0 ** -1074, max((abs(r) for r in rewards), default=0.0)
+    for g, r_, s in zip(got.tolist(), ref, stds):
+        if s is None:  # a constant group: exactly 0
+            assert g == 0.0, (got, ref)
+            continue
+        spread = 1.0 if std == "none" else s + eps
+        rounding = 8 * (len(rewards) + 2) * (u * scale + tiny) * (1 + abs(r_)) / spread if spread > 0 else math.inf
+        assert abs(g - r_) <= 1e-6 + 1e-6 * abs(r_) + rounding, (got, ref)
 
 
 @PROPERTY
