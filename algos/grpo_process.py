@@ -50,7 +50,7 @@ def fill_from_next_scored(adv: Tensor, scored: Tensor, mask: Tensor) -> Tensor:
     return torch.where(mask, filled, torch.zeros_like(filled))
 
 
-@register("grpo_process")
+@register("grpo_process", step_rewards=True, envs=("bugfix",))
 class ProcessGRPOTrainer(StepTrainer):
     def step_advantages(self, steps: StepInputs) -> tuple[Tensor, dict]:
         scored = scored_steps(steps.rewards, steps.mask)

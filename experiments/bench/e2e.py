@@ -291,8 +291,7 @@ def bench_bound(algo: str, cache_dir: Path, extra: list[str], repeats: int) -> d
     c = validate(compose_config(overrides))
     ws = ensure_warmstart(c, verbose=False)
     shape = policy_shape(c, critic=resolve_critic(c))
-    group = c.algo.group_size if c.algo.name == "grpo" else max(1, c.algo.group_size)
-    per_update = c.algo.tasks_per_update * group
+    per_update = c.algo.tasks_per_update * c.algo.group_size
     engine = train_engine(c, num_envs=min(c.rollout.num_envs, per_update))
     ratios, upd, bnd, effs = [], [], [], []
     for rep in range(repeats):

@@ -37,6 +37,7 @@ import envs
 from algos.batch import collate
 from algos.policy import PolicyModel, PolicyShape, ValueModel
 from algos.policy import shift_logprobs
+from algos.registry import trainer_traits
 from algos.rollout import demo_to_trajectory, make_requests
 from algos.trainer import make_trainer
 from envs.long_horizon_v3_agents import make_agent as make_lh3_agent
@@ -163,10 +164,11 @@ def bench_update(algo_name: str, repeats: int = 3, overrides: tuple[str, ...] = 
     passes = c.algo.epochs * c.algo.minibatches  # optimizer steps per update
     upd, raw = [], []
     for _ in range(repeats):
-        shape = policy_shape(c, critic="separate" if algo_name == "ppo" else "none")
+        has_critic = trainer_traits(algo_name).critic
+        shape = policy_shape(c, critic="separate" if has_critic else "none")
         policy = PolicyModel(shape)
         policy.load_state_dict(base.state_dict())
-        critic = ValueModel(shape) if algo_name == "ppo" else None
+        critic = ValueModel(shape) if has_critic else None
         trainer = make_trainer(algo_name, c.algo, policy, critic, None, c.rollout.temperature)
         t0 = time.perf_counter()
         trainer.update(copy.deepcopy(trajs))
@@ -175,7 +177,7 @@ def bench_update(algo_name: str, repeats: int = 3, overrides: tuple[str, ...] = 
         # (``epochs`` full passes, split into ``minibatches`` optimizer steps)
         p2 = PolicyModel(policy_shape(c))
         p2.load_state_dict(base.state_dict())
-        c2 = ValueModel(shape) if algo_name == "ppo" else None  # PPO's bound includes its critic
+        c2 = ValueModel(shape) if has_critic else None  # PPO's bound includes its critic
         width = int(batch.valid.sum(1).max())
         secs = 0.0
         for chunk in torch.arange(batch.num_rows).chunk(c.algo.minibatches):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from algos.registry import trainer_traits
 from experiments.claims import compare, groups
 from experiments.claims import envs as envs_claims
 from experiments.claims.envs import C11_REQUIRED, C11_SCENARIOS, C21_AGENTS
@@ -384,7 +385,7 @@ def c24_trainer_passes(m: dict) -> bool:
     """GRPO and grpo_process both farm the biased reward (:func:`c24_farmed`: higher training
     reward, not higher verified success) while GRPO's outcome reward agrees with the verifier."""
     b, o, pb = m["biased"], m["outcome"], m["process_biased"]
-    return (c24_farmed(b) and c24_farmed(pb) and pb["algo"] == "grpo_process" and pb["mode"] == m["biased_mode"]
+    return (c24_farmed(b) and c24_farmed(pb) and trainer_traits(pb["algo"]).step_rewards and pb["mode"] == m["biased_mode"]
             and abs(o["reward_first"] - o["success_first"]) <= C24_AGREE
             and abs(o["reward_last"] - o["success_last"]) <= C24_AGREE)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from algos.registry import trainer_traits
 from experiments.claims.common import start_model_info, train_run
 from experiments.claims.compare import C19_ALGOS
 
@@ -59,7 +60,7 @@ def measure_c24_trainer(budget: int = C24_BUDGET, seed: int = 0) -> dict:
         out[name] = {"updates": len(rows), "reward_first": r0, "reward_last": r1, "success_first": s0,
                      "success_last": s1, "turns_last": quarter_means(rows, "rollout/mean_turns")[1],
                      "eval_train_success": runs[name]["summary"]["eval_train/success"]}
-        if algo == "grpo_process":
+        if trainer_traits(algo).step_rewards:
             fracs = [r["train/scored_step_frac"] for r in rows if r.get("train/scored_step_frac") is not None]
             out[name].update(algo=algo, mode=mode, scored_step_frac=sum(fracs) / len(fracs) if fracs else float("nan"))
     return out

@@ -37,15 +37,15 @@ state with this process. The subprocess is exactly the command a user would type
 sweep can be re-run or extended by hand), keeps each sweep's state isolated, and lets this job set
 the environment of every run (one BLAS thread per job, W&B offline).
 
-Methods (``--methods``, :data:`COMPARE_METHODS`): a name must be a trainer of the registry
-(``algos.registry``) with a :class:`MethodSpec` here saying what it needs; anything else is a
+Methods (``--methods``, :func:`compare_methods`): a name must be a trainer of the registry
+(``algos.registry``), whose registration says what it needs (its traits); anything else is a
 one-line error before any compute (exit 2). ``grpo_process`` needs step rewards: the job does not
 add them silently (every method of the sweep would then train on them), it asks for the override
 ``+env.kwargs.reward_mode=process`` (or ``biased_process``) and refuses a preset whose env has no
 step rewards (LongHorizon-v1 pays only the final submit). The two-agent trainers ``ppo_ctde`` /
 ``ppo_independent`` run on the ``pairfix`` preset only (and single-agent methods never there):
 ``experiments.train`` hands ``env=pairfix`` to ``experiments.runtime.pair``. A new method is one
-:data:`COMPARE_METHODS` entry (its ``envs``).
+registration (its traits' ``envs``).
 
 Re-running with the same ``--sweep-dir`` resumes: each run continues from its last checkpoint
 (finished runs only rewrite their summary), then the report is rendered again.
@@ -66,7 +66,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from algos.registry import TRAINERS, load_builtin_trainers
+from algos.registry import TrainerTraits, load_builtin_trainers, trainer_traits
 from experiments.compare.horizons import HorizonError, horizon_dir, horizon_overrides, parse_horizons, run_horizons
 from experiments.report import DIAG_COLUMNS, ReportError, diagnostics_table, group_runs, render_report, report_tables
 from experiments.runtime.loggers import make_logger
@@ -103,34 +103,13 @@ SWEEP_ENV: dict[str, str] = {
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 
 
-@dataclass(frozen=True)
-class MethodSpec:
-    """What the compare job must know to run trainer ``name`` (``algo=<name>``) in a sweep.
-
-    ``envs``: the ``env.name`` values it can train on (the preset's env must be one of them);
-    ``step_rewards``: it needs per-step rewards (``env.kwargs.reward_mode`` in
-    :data:`STEP_REWARD_MODES`, an override the user passes after ``--``)."""
-
-    name: str
-    envs: tuple[str, ...] = ("bugfix", "long_horizon", "long_horizon_v3")
-    step_rewards: bool = False
+def compare_methods() -> dict[str, TrainerTraits]:
+    """Methods the compare job runs (every trainer of the registry, registration order) and the
+    traits it reads: ``envs`` (the preset's env must be one of them) and ``step_rewards`` (it
+    needs ``env.kwargs.reward_mode`` in :data:`STEP_REWARD_MODES`, an override given after ``--``)."""
+    return {name: cls.traits for name, cls in load_builtin_trainers().items()}
 
 
-#: Methods the compare job runs, in the order ``--help`` lists them. Every key is a name of the
-#: trainer registry (``algos.registry.TRAINERS``) and of ``experiments.runtime.schema.ALGO_SCHEMAS``.
-COMPARE_METHODS: dict[str, MethodSpec] = {m.name: m for m in (
-    MethodSpec("grpo"),
-    MethodSpec("ppo"),
-    MethodSpec("rloo"),
-    MethodSpec("gigpo"),
-    MethodSpec("grpo_process", envs=("bugfix",), step_rewards=True),
-    # PPO with compressions labelled terminal (claim C17's wrong setting): a boundary experiment
-    # on the compressed long-horizon env only
-    MethodSpec("ppo_segment_terminal", envs=("long_horizon_v3",)),
-    # two agents (experiments/runtime/pair.py): PairFix-v2 only; single-agent methods do not run there
-    MethodSpec("ppo_ctde", envs=("pairfix",)),
-    MethodSpec("ppo_independent", envs=("pairfix",)),
-)}
 #: ``--methods`` when not given on a single-agent preset: the two methods of the main job.
 DEFAULT_METHODS: tuple[str, ...] = ("grpo", "ppo")
 #: ``--methods`` when not given, per preset, baseline first; the same set as the preset's
@@ -152,25 +131,21 @@ class MethodError(ValueError):
 
 
 def registry_methods() -> list[str]:
-    """Trainer names of the registry the compare job can run (:data:`COMPARE_METHODS` order)."""
-    registered = load_builtin_trainers()
-    return [m for m in COMPARE_METHODS if m in registered]
+    """Trainer names the compare job can run (registration order)."""
+    return list(compare_methods())
 
 
 def parse_methods(text: str) -> tuple[str, ...]:
     """``"grpo,rloo"`` -> ``("grpo", "rloo")`` (the order kept: the first is the report's
     baseline). :class:`MethodError` on an empty item, a repeated name, a name outside the trainer
-    registry or one the compare job cannot run (a registered trainer without a
-    :data:`COMPARE_METHODS` entry), naming the bad value and the allowed ones."""
+    registry, naming the bad value and the allowed ones."""
     allowed = registry_methods()
     names = tuple(m.strip() for m in text.split(","))
     for m in names:
         if not m:
             raise MethodError(f"--methods {text!r} has an empty name; allowed: {', '.join(allowed)}")
         if m not in allowed:
-            why = ("is a registered trainer the compare job does not run (no experiments.compare."
-                   "COMPARE_METHODS entry)" if m in TRAINERS else "is not a registered trainer")
-            raise MethodError(f"--methods: {m!r} {why}; allowed: {', '.join(allowed)}")
+            raise MethodError(f"--methods: {m!r} is not a registered trainer; allowed: {', '.join(allowed)}")
     repeated = sorted({m for m in names if names.count(m) > 1})
     if repeated:
         raise MethodError(f"--methods {text!r} names {', '.join(repeated)} more than once; give each method once")
@@ -206,7 +181,7 @@ def check_methods(methods: Sequence[str], preset: str, overrides: Sequence[str] 
     ``+env.kwargs.reward_mode=<one of STEP_REWARD_MODES>`` override is given."""
     env = sweep_env(preset, overrides)
     for m in methods:
-        spec = COMPARE_METHODS[m]
+        spec = trainer_traits(m)
         if env not in spec.envs:
             extra = " (LongHorizon-v1 rewards only the final submit: no step rewards)" if spec.step_rewards else ""
             raise MethodError(f"--methods: {m!r} does not run on preset {preset!r} (env {env}){extra}; "
@@ -449,7 +424,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--methods", default=None,
                    help=f"comma-separated trainers to compare, the first is the report's baseline (default: the "
                         f"preset's, {'; '.join(f'{k}: ' + ','.join(v) for k, v in PRESET_METHODS.items())}; any of "
-                        f"{', '.join(COMPARE_METHODS)} that runs on the preset's env; grpo_process needs "
+                        f"{', '.join(compare_methods())} that runs on the preset's env; grpo_process needs "
                         f"-- +env.kwargs.reward_mode=process)")
     p.add_argument("--preset", default="small", choices=list(PRESETS),
                    help="configs/experiment/compare_<preset>.yaml (default: small, ~11 min on 2 cores)")

@@ -3,6 +3,7 @@ critic and config keys, the table columns, and the error raised when a run break
 
 from __future__ import annotations
 
+from algos.registry import trainers_with
 from experiments.runfiles.axes import COMPUTE_AXES
 
 #: Keys ``experiments/train.py`` writes to ``summary.json`` (final eval + compute totals + start model).
@@ -58,7 +59,7 @@ CRITIC_KEYS: dict[str, str] = {
 #: the key must be present in every update with >= 2 held-out points.
 CRITIC_EV_KEY = "critic/explained_variance_heldout"
 EV_NA = "n/a (undefined in every update: < 2 held-out complete returns, or they all were equal)"
-METHODS_WITH_CRITIC: frozenset[str] = frozenset({"ppo", "ppo_segment_terminal"})
+METHODS_WITH_CRITIC: frozenset[str] = frozenset(trainers_with(critic=True, agents=1))
 
 STOP_PREFIX = "rollout/stop/"
 

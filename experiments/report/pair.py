@@ -22,8 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from algos.registry import trainers_with
+
 #: Trainers of ``experiments/runtime/pair.py`` (``experiments.runtime.schema.PAIR_ALGOS``).
-PAIR_METHODS: frozenset[str] = frozenset({"ppo_ctde", "ppo_independent"})
+PAIR_METHODS: frozenset[str] = frozenset(trainers_with(agents=2))
 PAIR_AGENTS: tuple[str, ...] = ("a", "b")
 #: summary.json keys of the one-agent contract that two-agent runs do not write.
 PAIR_NA_SUMMARY_KEYS: tuple[str, ...] = ("eval/recovery_rate", "eval/hack_rate", "eval/mean_turns")

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from algos.metrics import mixed_group_probability
+from algos.registry import trainer_traits
 from envs.stop import StopReason
 from experiments.report.keys import CRITIC_EV_KEY, EV_NA, METHODS_WITH_CRITIC, STOP_PREFIX, TABLE_SUMMARY_KEYS
 from experiments.report.load import Run, config_get
@@ -273,7 +274,7 @@ def agent_table(groups: Mapping[str, Mapping[str, Sequence[Any]]]) -> list[list[
                     fmt_seeds([_summary(r, agent_key(a, "eval/file_fixed")) for r in runs]),
                     fmt_seeds([_summary(r, agent_key(a, "eval/messages_sent")) for r in runs]),
                     fmt_seeds([_summary(r, agent_key(a, "eval/format_error_rate")) for r in runs]),
-                    "central (joint state)" if method == "ppo_ctde" else "local (own context)",
+                    "central (joint state)" if trainer_traits(method).central_critic else "local (own context)",
                     ev, ev_seeds,
                 ])
     return rows
