@@ -1,5 +1,6 @@
 """Advantage estimators: GRPO group-relative advantages, RLOO, process-supervised GRPO, GiGPO step
-groups, and GAE across episode and segment ends.
+groups, and GAE across episode and segment ends (one lambda, or one for the actor's advantages and
+one for the critic's targets; a number or one per row, e.g. the length-adaptive lambda).
 
 Pure math: tensors in, tensors out; no environment, no I/O. Boundary semantics (DESIGN.md):
 
@@ -324,7 +325,7 @@ def gae(
     terminated: Tensor,
     truncated: Tensor,
     gamma: float,
-    lam: float,
+    lam: float | Tensor,
     mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """delta_t = r_t + gamma * (1 - terminated_t) * V'_t - V_t;
@@ -337,13 +338,15 @@ def gae(
     mask=1: the recursion jumps over masked positions, whose rewards, values and flags are ignored
     and whose advantage and return are 0. A compression boundary carries neither flag, so the
     recursion continues into the next segment of the same row; ``terminated`` stops bootstrap and
-    recursion, ``truncated`` only the recursion. ``gamma`` and ``lam`` in [0, 1].
+    recursion, ``truncated`` only the recursion. ``gamma`` in [0, 1]; ``lam`` a number in [0, 1]
+    or a [B] tensor of per-row values in [0, 1] (a row's own lambda, e.g. :func:`length_adaptive_lam`).
     Returns ``(advantages, returns)``, both [B, T] in the promoted float dtype of the inputs.
     A backward loop over T (only columns holding any action), vectorized over B.
     """
     gamma = _check_unit_interval("gamma", gamma)
-    lam = _check_unit_interval("lam", lam)
+    lam = lam if isinstance(lam, Tensor) else _check_unit_interval("lam", lam)
     r, v, nv, term, trunc, m = _check_gae_inputs(rewards, values, next_values, terminated, truncated, mask)
+    lam = _check_lam("lam", lam, r)
     batch, horizon = r.shape
     delta = r + gamma * (~term).to(r.dtype) * nv - v
     carry_factor = gamma * lam * (~(term | trunc)).to(r.dtype)
@@ -360,6 +363,73 @@ def gae(
     advantages = torch.stack(columns, dim=1) if horizon else torch.zeros_like(r)
     returns = torch.where(m, advantages + v, torch.zeros_like(advantages))
     return advantages, returns
+
+
+def _check_lam(name: str, lam: float | Tensor, r: Tensor) -> float | Tensor:
+    """A number in [0, 1] as a float, or a [B] tensor of numbers in [0, 1] (B = rows of ``r``) as a
+    [B, 1] column of ``r``'s dtype (it broadcasts over the row's positions)."""
+    if not isinstance(lam, Tensor):
+        return _check_unit_interval(name, lam)
+    if lam.shape != (r.shape[0],):
+        raise ValueError(f"{name} must be a number or a [B={r.shape[0]}] tensor, got shape {tuple(lam.shape)}")
+    col = _as_float(name, lam).to(r.dtype)
+    if not bool(((col >= 0) & (col <= 1)).all()):
+        bad = col[~((col >= 0) & (col <= 1))][0].item()
+        raise ValueError(f"{name} values must be in [0, 1], got {bad!r}")
+    return col[:, None]
+
+
+def decoupled_gae(
+    rewards: Tensor,
+    values: Tensor,
+    next_values: Tensor,
+    terminated: Tensor,
+    truncated: Tensor,
+    gamma: float,
+    lam_actor: float | Tensor,
+    lam_critic: float | Tensor,
+    mask: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """A_t = GAE(gamma, lam_actor)_t;   R_t = GAE(gamma, lam_critic)_t + V_t   (VC-PPO's decoupled GAE).
+
+    Advantages for the actor and regression targets for the critic from one set of inputs, each
+    with its own trace decay; both are :func:`gae` (same shapes, mask and boundary rules: a
+    compression carries neither flag and continues both recursions from V of the compressed
+    context, ``terminated`` stops bootstrap and recursion, ``truncated`` only the recursion).
+    With ``lam_critic = 1`` and each next value the next point's value (V'_k = V_{k+1} up to the
+    episode's last point n, as at a compression that bootstraps from the next segment's first
+    point), the sum telescopes: R_t = sum_{k=t..n} gamma^(k-t) r_k, plus gamma^(n+1-t) V'_n when
+    n ends in a truncation. That is the Monte Carlo return where the episode terminated. Either
+    lambda is a number in [0, 1] or a [B] tensor of per-row values. Equal numbers run one
+    :func:`gae`, so the result is that call's. Returns ``(advantages, returns)``, both [B, T].
+    """
+    for name, lam in (("lam_actor", lam_actor), ("lam_critic", lam_critic)):
+        if not isinstance(lam, Tensor):
+            _check_unit_interval(name, lam)
+    adv, ret = gae(rewards, values, next_values, terminated, truncated, gamma=gamma, lam=lam_actor, mask=mask)
+    if not isinstance(lam_actor, Tensor) and not isinstance(lam_critic, Tensor) and lam_actor == lam_critic:
+        return adv, ret
+    _, ret = gae(rewards, values, next_values, terminated, truncated, gamma=gamma, lam=lam_critic, mask=mask)
+    return adv, ret
+
+
+def length_adaptive_lam(points: Tensor, alpha: float) -> Tensor:
+    """lambda_i = clamp(1 - 1 / (alpha * l_i), 0, 1)   (VAPO's length-adaptive lambda, clamped at 0).
+
+    ``points`` [N] (integer or float): l_i, the decision points of trajectory i (over all its
+    segments). From sum_t lambda^t = 1 / (1 - lambda) = alpha * l: the TD errors' total weight
+    grows in proportion to the trajectory's length, and lambda^l ~ e^(-1/alpha) for large l.
+    ``alpha`` a finite number > 0. Non-decreasing in l; l <= 1 / alpha (l = 0 included) gives 0.
+    Returns [N] float64.
+    """
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not (alpha > 0 and math.isfinite(alpha)):
+        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
+    if not isinstance(points, Tensor) or points.dim() != 1:
+        got = tuple(points.shape) if isinstance(points, Tensor) else type(points).__name__
+        raise ValueError(f"points must be a 1-D torch.Tensor [N], got {got}")
+    scaled = float(alpha) * points.to(torch.float64)
+    lam = torch.where(scaled > 1.0, 1.0 - 1.0 / scaled.clamp(min=1.0), torch.zeros_like(scaled))
+    return lam.clamp(0.0, 1.0)
 
 
 def discounted_returns(

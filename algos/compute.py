@@ -14,6 +14,9 @@
   ``train_flops``         analytic FLOPs of the training side (below)
   ``wall_seconds``        measured wall time of rollout + update phases (not evaluation)
   ``updates``             optimizer updates (policy versions) done
+  ``warmup_rollouts``     the part of ``rollouts`` collected for critic warm-up updates (PPO's
+                          ``algo.value_warmup_updates``: value pretraining on real rollouts, which
+                          count on every other counter like any update's)
 
 Analytic FLOPs (Kaplan et al. 2020 parameter term, plus the attention-score term counted exactly
 for causal rows):
@@ -77,10 +80,14 @@ class ComputeMeter:
     wall_seconds: float = 0.0
     updates: int = 0
     turns: int = 0
+    warmup_rollouts: int = 0
 
-    def add_trajectories(self, trajectories) -> None:
+    def add_trajectories(self, trajectories, warmup: bool = False) -> None:
+        """Count collected trajectories; ``warmup``: they feed a critic warm-up update (also
+        counted in ``warmup_rollouts``)."""
         for tr in trajectories:
             self.rollouts += 1
+            self.warmup_rollouts += int(warmup)
             self.masked_rollouts += int(tr.masked)
             self.generated_tokens += tr.generated_tokens
             self.observation_tokens += tr.observation_tokens

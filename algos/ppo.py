@@ -18,22 +18,34 @@ Each trajectory's decision points, over ALL its segments, are laid out in one ro
   truncated    on the last point when an outside limit cut it: bootstrap from V(next state) read at
                the ``[SEP]`` after the final observation; the recursion stops
 
-Value loss: clipped (``algo.value_clip``) squared error against the GAE returns at the points,
-aggregated like the policy loss. ``algo.value_warmup_updates``: the first updates train only the
-critic: no policy term (clipped loss, entropy bonus, KL) enters the loss, and a value head does not
-move the shared trunk, so only the critic's parameters (the value head, or the separate critic) get
-a gradient. ``algo.critic_epochs``: after the ``algo.epochs`` joint passes, that many more passes
-over the batch (same minibatches) with only the value loss and only the critic's forward, against
-the same targets and clip reference (the returns and old values of ``advantages``).
+Two trace decays (``algos.advantages.decoupled_gae``, VC-PPO): the actor's advantages use
+``algo.lam``, or with ``algo.lam_alpha`` each trajectory's length-adaptive
+``clamp(1 - 1 / (lam_alpha * l), 0, 1)`` (``l`` its decision points over all its segments,
+``algos.advantages.length_adaptive_lam``); the critic's targets are the GAE returns at
+``algo.critic_lam`` (null: ``algo.lam``; 1.0: Monte Carlo returns, bootstrapped only at a
+truncation). The boundary rules above hold for both. With both knobs null the two are one GAE.
+
+Value loss: clipped (``algo.value_clip``) squared error against the critic's targets at the
+points, aggregated like the policy loss; ``algo.critic_lr`` gives the critic's parameters (the value
+head, or the separate critic) their own learning rate. ``algo.value_warmup_updates``: the first
+updates are value pretraining on the rollouts of the start policy: no policy term (clipped loss,
+entropy bonus, KL) enters the loss, and a value head does not move the shared trunk, so only the
+critic's parameters get a gradient. Their rollouts count on every compute axis like any update's
+(the learner counts them, ``compute/warmup_rollouts`` separately too). The first update after them
+logs the held-out EV of the pretrained critic (below) as ``critic/warmup_explained_variance_heldout``:
+its batch is the first one the pretraining never fitted. ``algo.critic_epochs``: after the
+``algo.epochs`` joint passes, that many more passes over the batch (same minibatches) with only the
+value loss and only the critic's forward, against the same targets and clip reference (the returns
+and old values of ``advantages``).
 
 Diagnostics (C20): ``critic/explained_variance_heldout`` is the explained variance of the critic's predictions on
 this batch BEFORE it is fitted on it, against the complete Monte Carlo returns of terminated
 trajectories (rollouts not used in fitting); ``critic/explained_variance_in_batch`` compares the fitted values
 with the GAE returns they were trained on.
 
-Fields read from ``algo`` beyond the base ``Trainer``'s: ``gamma``, ``lam``, ``vf_coef``,
-``value_clip``, ``value_warmup_updates``, ``critic_epochs``, ``norm_adv``, ``value_level`` (no GRPO field: no ``std``,
-``adv_eps``, ``dynamic_sampling``).
+Fields read from ``algo`` beyond the base ``Trainer``'s: ``gamma``, ``lam``, ``critic_lam``, ``lam_alpha``,
+``critic_lr``, ``vf_coef``, ``value_clip``, ``value_warmup_updates``, ``critic_epochs``, ``norm_adv``, ``value_level``
+(no GRPO field: no ``std``, ``adv_eps``, ``dynamic_sampling``).
 """
 
 from __future__ import annotations
@@ -43,7 +55,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
-from algos.advantages import VALUE_LEVELS, discounted_returns, gae, pick
+from algos.advantages import VALUE_LEVELS, decoupled_gae, discounted_returns, length_adaptive_lam, pick
 from algos.batch import Batch, action_layout
 from algos.losses import aggregate, aggregation_weights, value_loss
 from algos.metrics import explained_variance
@@ -137,7 +149,7 @@ def on_sampled_tokens(flat: Tensor, layout: GAELayout, batch: Batch) -> Tensor:
     return out
 
 
-@register("ppo")
+@register("ppo", critic=True)
 class PPOTrainer(Trainer):
     def __init__(self, algo, policy, critic=None, reference=None, temperature=1.0, meter=None) -> None:
         super().__init__(algo, policy, critic, reference, temperature, meter)
@@ -151,26 +163,42 @@ class PPOTrainer(Trainer):
     def critic_epochs(self) -> int:
         return self.algo.critic_epochs
 
+    def critic_lr(self) -> float | None:
+        return self.algo.critic_lr
+
+    def lambdas(self, layout: GAELayout) -> tuple[float | Tensor, float]:
+        """``(lam_actor, lam_critic)``: ``algo.lam`` or the length-adaptive ``[N]`` lambda of each
+        trajectory (``algo.lam_alpha``; its decision points over all its segments), and
+        ``algo.critic_lam`` (null: ``algo.lam``)."""
+        algo = self.algo
+        actor = algo.lam if algo.lam_alpha is None else length_adaptive_lam(layout.mask.sum(1), algo.lam_alpha)
+        return actor, algo.lam if algo.critic_lam is None else algo.critic_lam
+
     def advantages(self, batch: Batch, inputs: UpdateInputs) -> Advantages:
-        """GAE over each trajectory's decision points; token advantages on the loss tokens
-        (normalised over them with ``algo.norm_adv``), value targets and mask at the points, and
-        the critic's pre-fit diagnostics in ``metrics``."""
+        """GAE over each trajectory's decision points (``decoupled_gae``: the actor's and the
+        critic's lambdas); token advantages on the loss tokens (normalised over them with
+        ``algo.norm_adv``), value targets and mask at the points, and the critic's pre-fit
+        diagnostics in ``metrics``."""
         algo = self.algo
         raw = inputs.old_values
         if raw is None:
             raise ValueError("PPO advantages need inputs.old_values (the critic's outputs before the update)")
         layout = self.gae_inputs(batch, raw)
-        adv, ret = gae(layout.rewards, layout.values, layout.next_values, layout.terminated, layout.truncated,
-                       gamma=algo.gamma, lam=algo.lam, mask=layout.mask)
+        lam_actor, lam_critic = self.lambdas(layout)
+        adv, ret = decoupled_gae(layout.rewards, layout.values, layout.next_values, layout.terminated,
+                                 layout.truncated, gamma=algo.gamma, lam_actor=lam_actor, lam_critic=lam_critic,
+                                 mask=layout.mask)
         tok_adv = on_sampled_tokens(adv, layout, batch)
         m = inputs.loss_mask > 0
         if algo.norm_adv and m.any():
             sel = tok_adv[m]
             tok_adv = torch.where(m, (tok_adv - sel.mean()) / (sel.std(unbiased=False) + 1e-8), torch.zeros_like(tok_adv))
+        metrics = self._critic_metrics(batch, layout, adv, ret)
+        if isinstance(lam_actor, Tensor) and layout.mask.any():
+            metrics["train/lam_actor_mean"] = float(lam_actor[layout.mask.any(1)].mean())
         return Advantages(tokens=tok_adv * m, returns=at_points(ret, layout, batch),
                           value_mask=at_points(layout.mask.float(), layout, batch), old_values=shift_values(raw),
-                          layout=layout, point_advantages=adv, point_returns=ret,
-                          metrics=self._critic_metrics(batch, layout, adv, ret))
+                          layout=layout, point_advantages=adv, point_returns=ret, metrics=metrics)
 
     def gae_inputs(self, batch: Batch, raw_values: Tensor) -> GAELayout:
         """The GAE inputs of the update (:func:`gae_layout`; compressions continue the recursion)."""
@@ -188,6 +216,9 @@ class PPOTrainer(Trainer):
         held = m & complete[:, None]
         if held.sum() >= 2:
             out["critic/explained_variance_heldout"] = explained_variance(layout.values[held], mc[held])
+            if self.algo.value_warmup_updates and self.updates_done == self.algo.value_warmup_updates:
+                # the first batch after the warm-up: the pretrained critic on rollouts it never fitted
+                out["critic/warmup_explained_variance_heldout"] = out["critic/explained_variance_heldout"]
         out["critic/heldout_points"] = int(held.sum())
         return out
 
@@ -241,7 +272,7 @@ def segment_end_as_terminal(layout: GAELayout) -> GAELayout:
     return replace(layout, terminated=terminated, next_values=next_values)
 
 
-@register("ppo_segment_terminal")
+@register("ppo_segment_terminal", critic=True, envs=("long_horizon_v3",))
 class SegmentTerminalPPOTrainer(PPOTrainer):
     """PPO with every compression boundary labelled terminal (``segment_end_as_terminal``): the
     boundary setting the document's C17 example rules out (a compression is a continuation, so V
@@ -252,5 +283,15 @@ class SegmentTerminalPPOTrainer(PPOTrainer):
         return segment_end_as_terminal(super().gae_inputs(batch, raw_values))
 
 
-__all__ = ["GAELayout", "PPOTrainer", "SegmentTerminalPPOTrainer", "VALUE_LEVELS", "at_points", "compression_boundaries",
+@register("ppo_long", critic=True)
+class LongPPOTrainer(PPOTrainer):
+    """Critic-based PPO as the long-sequence literature runs it (VC-PPO, VAPO): decoupled GAE
+    (Monte Carlo critic targets, ``algo.critic_lam = 1``), a length-adaptive actor lambda
+    (``algo.lam_alpha``), value pretraining on the start policy's rollouts inside the budget
+    (``algo.value_warmup_updates``), and a critic that learns faster than the actor
+    (``algo.critic_lr``, ``algo.critic_epochs``). The estimator and losses are ``ppo``'s; the
+    method is its defaults (``experiments.runtime.schema.PpoLongConfig``)."""
+
+
+__all__ = ["GAELayout", "LongPPOTrainer", "PPOTrainer", "SegmentTerminalPPOTrainer", "VALUE_LEVELS", "at_points", "compression_boundaries",
            "gae_layout", "on_sampled_tokens", "segment_end_as_terminal", "terminal_at"]

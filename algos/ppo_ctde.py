@@ -15,6 +15,9 @@ Centralized training, decentralized execution (CTDE, as in MADDPG / MAPPO):
       delta_k = r_k + gamma * V_c(s_{k+1}) * (1 - terminated_k) - V_c(s_k)
       A_k     = delta_k + gamma * lam * (1 - done_k) * A_{k+1}
 
+  (``lam`` the actor's lambda; the critic's targets use ``algo.critic_lam``, and ``algo.lam_alpha``
+  makes the actor's lambda length-adaptive, exactly as in ``algos.ppo``)
+
   with ``s_k`` the joint state at the agent's ``k``-th turn and ``V_c(s_{K})`` of a truncated end
   read on the joint state after the final observation (``joint_bootstrap``). Everything else
   (the GAE layout and its boundary flags, the clipped losses, aggregation, metrics) is
@@ -44,9 +47,6 @@ from algos.ppo import PPOTrainer
 from algos.registry import register
 from algos.trainer import Advantages, ForwardOutput, UpdateInputs
 from envs.pairfix import AGENTS
-
-CTDE_ALGOS = ("ppo_ctde", "ppo_independent")
-
 
 @dataclass
 class JointInputs:
@@ -87,13 +87,13 @@ def joint_inputs(batch: Batch) -> JointInputs:
     return JointInputs(torch.tensor(rows, dtype=torch.long), torch.tensor(positions, dtype=torch.long), tokens, lengths)
 
 
-@register("ppo_independent")
+@register("ppo_independent", critic=True, agents=2)
 class IndependentPPOTrainer(PPOTrainer):
     """PPO for one agent with a local critic (its own context only): the CTDE baseline. The
     update is exactly ``PPOTrainer``'s; the class exists so the name says what runs."""
 
 
-@register("ppo_ctde")
+@register("ppo_ctde", critic=True, agents=2, central_critic=True)
 class CentralCriticPPOTrainer(PPOTrainer):
     """PPO whose critic (``critic``, a separate ``ValueModel`` with ``max_len`` >= the joint
     contexts) reads the joint state of each decision point; the policy reads its own context."""
@@ -123,8 +123,10 @@ class CentralCriticPPOTrainer(PPOTrainer):
         logits, _ = self.policy.forward_at(tokens, want, detach_value=detach_value)
         return ForwardOutput(logits)
 
-    def _count(self, batch, rows, train, model=None, with_critic=True, width=None, critic_only=False) -> None:
-        super()._count(batch, rows, train, model=model, with_critic=False, width=width, critic_only=critic_only)
+    def _count(self, batch, rows, train, model=None, with_critic=True, width=None, critic_only=False,
+               policy_frozen=False) -> None:
+        super()._count(batch, rows, train, model=model, with_critic=False, width=width, critic_only=critic_only,
+                       policy_frozen=policy_frozen)
 
     def central_raw(self, rows: Tensor, shape: tuple[int, int], grad: bool) -> Tensor:
         """``[len(rows), T]`` raw values: the centralized critic's value of each joint state of
@@ -245,5 +247,5 @@ class PairLearner:
         return metrics
 
 
-__all__ = ["CTDE_ALGOS", "CentralCriticPPOTrainer", "IndependentPPOTrainer", "JointInputs", "PairLearner",
+__all__ = ["CentralCriticPPOTrainer", "IndependentPPOTrainer", "JointInputs", "PairLearner",
            "joint_inputs", "pair_rollout_metrics"]

@@ -195,10 +195,8 @@ class Trainer:
         self.reference = reference
         self.temperature = temperature
         self.meter = meter if meter is not None else ComputeMeter()
-        # frozen weights (LoRA's base model) stay out of the optimizer
-        params = [p for p in (*policy.parameters(), *(critic.parameters() if critic is not None else ()))
-                  if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=algo.lr, weight_decay=algo.weight_decay,
+        groups, self._base_lrs = optimizer_groups(policy, critic, algo.lr, self.critic_lr())
+        self.optimizer = torch.optim.AdamW(groups, lr=algo.lr, weight_decay=algo.weight_decay,
                                            betas=(0.9, 0.95), eps=1e-8)
         self.n_policy = param_count(policy)
         self.n_critic = param_count(critic) if critic is not None else 0
@@ -207,12 +205,13 @@ class Trainer:
         self._positions = {"real": 0, "computed": 0}
 
     def set_budget_fraction(self, fraction: float) -> float:
-        """Set the learning rate for the next update: ``algo.lr * LR_SCHEDULES[algo.lr_schedule](f)``
-        with ``f`` the fraction of the compute budget spent before it. Returns the rate."""
-        lr = self.algo.lr * self._lr_multiplier(min(max(float(fraction), 0.0), 1.0))
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        return lr
+        """Set the learning rates for the next update: each parameter group's base rate (``algo.lr``;
+        the critic's group ``critic_lr()``) times ``LR_SCHEDULES[algo.lr_schedule](f)`` with ``f``
+        the fraction of the compute budget spent before it. Returns the policy's rate."""
+        multiplier = self._lr_multiplier(min(max(float(fraction), 0.0), 1.0))
+        for group, base in zip(self.optimizer.param_groups, self._base_lrs):
+            group["lr"] = base * multiplier
+        return self.algo.lr * multiplier
 
     # ----- hooks ----------------------------------------------------------------------------
     def select(self, trajectories: list[Trajectory]) -> tuple[list[Trajectory], dict]:
@@ -238,6 +237,11 @@ class Trainer:
     def policy_frozen(self) -> bool:
         """True while only the critic trains: no policy term enters the loss (PPO warm-up)."""
         return False
+
+    def critic_lr(self) -> float | None:
+        """The critic's own learning rate (its parameters' optimizer group), None: ``algo.lr``
+        for every parameter in one group. Read once, when the optimizer is built."""
+        return None
 
     def critic_epochs(self) -> int:
         """Critic-only passes over the batch after the ``algo.epochs`` joint ones (PPO's
@@ -358,7 +362,7 @@ class Trainer:
                         loss = self._slice_loss(rows, width, w, batch, inputs, adv, stats, frozen, fill_old, keep_fit)
                     if loss.requires_grad:
                         loss.backward()
-                    self._count(batch, rows, train=True, width=width, critic_only=critic_only)
+                    self._count(batch, rows, train=True, width=width, critic_only=critic_only, policy_frozen=frozen)
                 gn = torch.nn.utils.clip_grad_norm_(params, algo.max_grad_norm)
                 stats.end_step(float(gn), "critic_pass_grad_norm" if critic_only else "grad_norm")
                 self.optimizer.step()
@@ -419,19 +423,23 @@ class Trainer:
         return kept, metrics
 
     def _count(self, batch: Batch, rows: Tensor, train: bool, model: PolicyModel | None = None,
-               with_critic: bool = True, width: int | None = None, critic_only: bool = False) -> None:
+               with_critic: bool = True, width: int | None = None, critic_only: bool = False,
+               policy_frozen: bool = False) -> None:
         """Add the analytic FLOPs (``algos.compute``) of a forward (``train=False``) or a
         forward + backward of ``rows`` through ``model`` (default the policy) and the critic
         (real tokens only), and the real / computed positions (``rows x width``) of the forward
         to the update's padding efficiency. ``critic_only`` (a critic-only pass): a separate
         critic's forward + backward alone; with a value head, the policy trunk's forward (no
-        backward reaches it) and nothing else."""
+        backward reaches it) and nothing else. ``policy_frozen`` (a warm-up step): the policy's
+        forward only (no policy term in the loss, a value head reads the detached trunk), a
+        separate critic's forward + backward."""
         lengths = batch.valid[rows].sum(1)
         tokens = int(lengths.sum())
         passes = 1 + int(with_critic and self.critic is not None and not critic_only)
         self._positions["real"] += passes * tokens
         self._positions["computed"] += passes * len(rows) * (batch.tokens.shape[1] if width is None else width)
         add = self.meter.add_train_step if train else self.meter.add_forward
+        add_policy = self.meter.add_forward if policy_frozen else add
         model = self.policy if model is None else model
         if critic_only:
             if self.critic is not None:
@@ -439,8 +447,8 @@ class Trainer:
             else:
                 self.meter.add_forward(self.n_policy, tokens, attention_flops(model.shape.n_layers, model.shape.d_model, lengths))
             return
-        add(param_count(model) if model is not self.policy else self.n_policy, tokens,
-            attention_flops(model.shape.n_layers, model.shape.d_model, lengths))
+        add_policy(param_count(model) if model is not self.policy else self.n_policy, tokens,
+                   attention_flops(model.shape.n_layers, model.shape.d_model, lengths))
         if with_critic and self.critic is not None:
             add(self.n_critic, tokens, attention_flops(self.critic.shape.n_layers, self.critic.shape.d_model, lengths))
 
@@ -517,6 +525,24 @@ class Trainer:
         self.updates_done = int(state["updates_done"])
 
 
+def optimizer_groups(policy: PolicyModel, critic: ValueModel | None, lr: float,
+                     critic_lr: float | None) -> tuple[list[dict], list[float]]:
+    """``(param groups, their base learning rates)`` of the trainer's AdamW; frozen weights
+    (LoRA's base model) stay out. ``critic_lr`` None: one group of every trainable parameter
+    (the policy's, then a separate critic's) at ``lr``. Else two: the policy's parameters outside
+    its value head at ``lr``, then the critic's (the value head's and a separate critic's) at
+    ``critic_lr``."""
+    critic_params = [*(critic.parameters() if critic is not None else ())]
+    if critic_lr is None:
+        params = [p for p in (*policy.parameters(), *critic_params) if p.requires_grad]
+        return [{"params": params}], [lr]
+    head = policy.value_head
+    head_ids = {id(p) for p in head.parameters()} if head is not None else set()
+    actor = [p for p in policy.parameters() if p.requires_grad and id(p) not in head_ids]
+    value = [p for p in (*(head.parameters() if head is not None else ()), *critic_params) if p.requires_grad]
+    return [{"params": actor, "lr": lr}, {"params": value, "lr": critic_lr}], [lr, critic_lr]
+
+
 def value_positions(batch: Batch) -> Tensor:
     """``[R, T]`` bool: the positions whose critic value anything reads: the position before every
     sampled token (``V`` of the state a decision point's token was chosen in, for either
@@ -550,4 +576,5 @@ def frozen_copy(model: PolicyModel) -> PolicyModel:
 
 
 __all__ = ["Advantages", "LR_SCHEDULES", "SPLIT_COST_KEYS", "OFF_POLICY_CORRECTIONS", "RATIO_KINDS", "TRAINERS", "Trainer",
-           "UpdateInputs", "UpdateRecord", "UpdateStats", "agg_weight_shift", "value_positions", "frozen_copy", "make_trainer", "register"]
+           "UpdateInputs", "UpdateRecord", "UpdateStats", "agg_weight_shift", "value_positions", "frozen_copy", "make_trainer",
+           "optimizer_groups", "register"]

@@ -106,7 +106,7 @@ class OneAgentLearner:
         trajs = self.engine.collect(sampler, update_requests(self.c, update), policy_version=version,
                                     generator=sampling_generator(self.c, update))
         seconds = time.perf_counter() - t0
-        self.meter.add_trajectories(trajs)
+        self.meter.add_trajectories(trajs, warmup=self.trainer.policy_frozen())  # the update they feed
         return Collected(trajs, update, version, seconds)
 
     def update(self, batch: Collected) -> dict:

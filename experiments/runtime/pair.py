@@ -47,7 +47,7 @@ from algos.compute import ComputeMeter
 from algos.pair_rollout import PairRolloutEngine, agent_trajectories, pair_requests
 from algos.policy import PolicyModel, PolicyShape, ValueModel
 from algos.ppo_ctde import PairLearner, pair_rollout_metrics
-from algos.registry import make_trainer
+from algos.registry import make_trainer, trainer_traits
 from envs.pairfix import AGENTS
 from envs.pairfix.agents import PairOracle
 from envs.tokenizer import get_tokenizer
@@ -96,7 +96,7 @@ def shapes(c: TrainConfig) -> tuple[PolicyShape, PolicyShape]:
     tok, p = get_tokenizer(), c.policy
     shape = PolicyShape(vocab_size=tok.vocab_size, d_model=p.d_model, n_layers=p.n_layers, n_heads=p.n_heads,
                         max_len=p.max_len, mlp_ratio=p.mlp_ratio)
-    critic_len = 2 * p.max_len + 2 if c.algo.name == "ppo_ctde" else p.max_len
+    critic_len = 2 * p.max_len + 2 if trainer_traits(c.algo.name).central_critic else p.max_len
     return shape, PolicyShape(vocab_size=tok.vocab_size, d_model=p.d_model, n_layers=p.n_layers, n_heads=p.n_heads,
                               max_len=critic_len, mlp_ratio=p.mlp_ratio)
 
@@ -243,10 +243,12 @@ def train_pair(c: TrainConfig, learner: PairLearner | None = None, on_update=Non
 
 
 # --------------------------------------------------------------------------------------------- the run loop's learner
-def count_episodes(meter: ComputeMeter, episodes: list[dict]) -> None:
-    """``compute/rollouts`` += pair episodes; tokens, tool seconds and turns of both agents."""
+def count_episodes(meter: ComputeMeter, episodes: list[dict], warmup: bool = False) -> None:
+    """``compute/rollouts`` += pair episodes; tokens, tool seconds and turns of both agents;
+    ``warmup``: the episodes feed a critic warm-up update (``compute/warmup_rollouts`` += them too)."""
     for ep in episodes:
         meter.rollouts += 1
+        meter.warmup_rollouts += int(warmup)
         trajs = [t for t in ep.values() if t is not None]
         meter.masked_rollouts += int(any(t.masked for t in trajs))
         for t in trajs:
@@ -289,7 +291,8 @@ class TwoAgentLearner:
         episodes = self.engine.collect(self.pair.models(), update_requests(self.c, update), update,
                                        sampling_generator(self.c, update))
         seconds = time.perf_counter() - t0
-        count_episodes(self.meter, episodes)
+        learning = [t for a, t in self.pair.trainers.items() if a not in self.pair.frozen]
+        count_episodes(self.meter, episodes, warmup=any(t.policy_frozen() for t in learning))  # the update they feed
         return Collected(episodes, update, update, seconds)
 
     def update(self, batch: Collected) -> dict:
@@ -326,7 +329,7 @@ class TwoAgentLearner:
                 "start_model/path": str(warmstart_path(self.c, self.pair.shared)) if self.warm else ""}
 
     def summary_extra(self) -> dict:
-        return {"critic": "central" if self.c.algo.name == "ppo_ctde" else "local",
+        return {"critic": "central" if trainer_traits(self.c.algo.name).central_critic else "local",
                 "shared_policy": self.c.algo.shared_policy, "frozen": list(self.c.algo.frozen),
                 **{f"start_model/{k}": v for k, v in (self.start_eval or {}).items() if k.startswith("agent_")}}
 

@@ -31,18 +31,21 @@ from algos.advantages import STD_CONVENTIONS
 from algos.compute import BUDGET_KINDS
 from algos.losses import AGGREGATION_MODES, KL_ESTIMATORS
 from algos.ppo import VALUE_LEVELS
+from algos.registry import trainers_with
 from algos.trainer import LR_SCHEDULES, OFF_POLICY_CORRECTIONS, RATIO_KINDS
 from envs.compression import STRATEGIES, TRIGGERS
 
 ENV_NAMES = ("bugfix", "long_horizon", "long_horizon_v3", "pairfix")
 #: two-agent envs (run by experiments/runtime/pair.py) and the algorithms that train them
 PAIR_ENVS = ("pairfix",)
-PAIR_ALGOS = ("ppo_ctde", "ppo_independent")
+PAIR_ALGOS = trainers_with(agents=2)
 PAIR_AGENTS = ("a", "b")
 CRITIC_CHOICES = ("auto", "none", "head", "separate")
 POLICY_KINDS = ("tiny", "hf")
+#: the tiny policy's action budget in words (rollout.max_action_tokens unset)
+TINY_ACTION_TOKENS = 12
 #: one-agent algorithms that train a critic (policy.critic=auto gives them one)
-CRITIC_ALGOS = ("ppo", "ppo_segment_terminal")
+CRITIC_ALGOS = trainers_with(critic=True, agents=1)
 HF_DTYPES = ("auto", "float32", "bfloat16", "float16")
 LOGGER_KINDS = ("wandb", "none")
 EVAL_SPLITS = ("train", "heldout")
@@ -266,10 +269,16 @@ class PpoConfig(AlgoConfig):
     # GAE discount and trace decay (per decision point)
     gamma: float = 1.0
     lam: float = 0.95
+    # trace decay of the critic's return targets (null = lam; 1.0 = Monte Carlo returns, VC-PPO)
+    critic_lam: Optional[float] = None
+    # actor lambda per trajectory clamp(1 - 1/(lam_alpha * l), 0, 1), l = its decision points (null = lam)
+    lam_alpha: Optional[float] = None
+    # learning rate of the critic's parameters (separate critic or value head; null = lr)
+    critic_lr: Optional[float] = None
     # value loss coefficient and clip (null = unclipped)
     vf_coef: float = 0.5
     value_clip: Optional[float] = 0.2
-    # updates that train only the critic before the policy moves
+    # updates that train only the critic before the policy moves (value pretraining; its rollouts count)
     value_warmup_updates: int = 0
     # critic-only passes over each batch after the `epochs` joint ones (more critic fitting per
     # rollout; costs a critic forward + backward per pass)
@@ -286,6 +295,12 @@ class PpoConfig(AlgoConfig):
             raise ConfigError(f"algo.gamma={self.gamma} and algo.lam={self.lam} must be in [0, 1]")
         if self.value_clip is not None and self.value_clip <= 0:
             raise ConfigError(f"algo.value_clip={self.value_clip} must be > 0 (or null to disable)")
+        if self.critic_lam is not None and not 0 <= self.critic_lam <= 1:
+            raise ConfigError(f"algo.critic_lam={self.critic_lam} must be in [0, 1] (or null to use algo.lam)")
+        if self.lam_alpha is not None and not (math.isfinite(self.lam_alpha) and self.lam_alpha > 0):
+            raise ConfigError(f"algo.lam_alpha={self.lam_alpha} must be a finite number > 0 (or null to use algo.lam)")
+        if self.critic_lr is not None and not (math.isfinite(self.critic_lr) and self.critic_lr > 0):
+            raise ConfigError(f"algo.critic_lr={self.critic_lr} must be a finite number > 0 (or null to use algo.lr)")
         _at_least("algo.value_warmup_updates", self.value_warmup_updates, 0)
         _at_least("algo.critic_epochs", self.critic_epochs, 0)
         _at_least("algo.vf_coef", self.vf_coef, 0)
@@ -298,6 +313,26 @@ class PpoSegmentTerminalConfig(PpoConfig):
     for measuring its cost; the knobs are PPO's."""
 
     name: str = "ppo_segment_terminal"
+
+
+@dataclass
+class PpoLongConfig(PpoConfig):
+    """PPO for long tasks (``algos/ppo.py`` ``LongPPOTrainer``): ``ppo``'s estimator and losses
+    with the long-sequence settings of VC-PPO / VAPO as defaults. ``ppo`` keeps one lambda for
+    both roles, no pretraining and one learning rate (the reference row of naive PPO)."""
+
+    name: str = "ppo_long"
+    # Monte Carlo return targets for the critic (decoupled GAE)
+    critic_lam: Optional[float] = 1.0
+    # actor lambda per trajectory 1 - 1/(1.5 l): about e^(-2/3) = 0.51 of the outcome reaches
+    # the first of l decision points at every length (0.95 leaves 0.95^l)
+    lam_alpha: Optional[float] = 1.5
+    # 2 critic-only updates on the start policy's rollouts (counted in the budget)
+    value_warmup_updates: int = 2
+    # the critic learns at twice the actor's default rate (3e-4), with one more critic-only pass
+    # per update
+    critic_lr: Optional[float] = 6e-4
+    critic_epochs: int = 1
 
 
 @dataclass
@@ -378,7 +413,7 @@ class PpoCtdeConfig(PpoIndependentConfig):
 #: (a subclass of the schema whose fields it reads, e.g. ``class RlooConfig(GrpoConfig): name = "rloo"``)
 #: and a ``configs/algo/<name>.yaml`` whose defaults list starts with ``<name>_schema``.
 ALGO_SCHEMAS: dict[str, type[AlgoConfig]] = {
-    "grpo": GrpoConfig, "ppo": PpoConfig, "ppo_segment_terminal": PpoSegmentTerminalConfig, "rloo": RlooConfig, "gigpo": GigpoConfig,
+    "grpo": GrpoConfig, "ppo": PpoConfig, "ppo_segment_terminal": PpoSegmentTerminalConfig, "ppo_long": PpoLongConfig, "rloo": RlooConfig, "gigpo": GigpoConfig,
     "grpo_process": GrpoProcessConfig, "ppo_independent": PpoIndependentConfig, "ppo_ctde": PpoCtdeConfig,
 }
 
@@ -396,8 +431,10 @@ class RolloutConfig:
     num_envs: int = 64
     # sampling temperature (behavior log-probs are taken at it)
     temperature: float = 1.0
-    # longest action in words (then an env-written EOS closes it)
-    max_action_tokens: int = 12
+    # longest action in ids (then an env-written end id closes it); null = from the policy:
+    # TINY_ACTION_TOKENS words for the tiny policy, for policy.kind=hf the longest warm-start demo
+    # action in the model's tokenizer plus a margin (experiments.runtime.config.check_policy)
+    max_action_tokens: Optional[int] = None
     # asynchronous mode: sample with the policy this many updates old (0 = synchronous)
     staleness: int = 0
 
@@ -408,7 +445,8 @@ class RolloutConfig:
                               "(behavior log-probs are taken at this temperature)")
         if self.staleness < 0:
             raise ConfigError(f"rollout.staleness={self.staleness} must be >= 0 (0 = synchronous)")
-        _at_least("rollout.max_action_tokens", self.max_action_tokens, 1)
+        if self.max_action_tokens is not None:
+            _at_least("rollout.max_action_tokens", self.max_action_tokens, 1)
 
 
 @dataclass
@@ -527,20 +565,28 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         """Combinations across groups (each group checked its own fields already)."""
+        if self.rollout.max_action_tokens is None and self.policy.kind == "tiny":
+            self.rollout.max_action_tokens = TINY_ACTION_TOKENS
         if self.algo.name == MISSING:
             return  # the bare schema before Hydra merges an algo option into it
         if self.algo.name in CRITIC_ALGOS and resolve_critic(self) == "none":
             raise ConfigError(f"algo={self.algo.name} needs a critic but policy.critic=none; allowed for PPO: head, separate "
                               "(or auto)")
         _check_pair_combination(self)
-        p, r = self.policy, self.rollout
-        if r.max_action_tokens + 4 > p.max_len:
-            raise ConfigError(f"rollout.max_action_tokens={r.max_action_tokens} must be in "
-                              f"[1, policy.max_len - 4 = {p.max_len - 4}]")
-        if self.compression.strategy != "none" and self.compression.budget_tokens + r.max_action_tokens + 64 > p.max_len:
-            raise ConfigError(
-                f"compression.budget_tokens={self.compression.budget_tokens} leaves no room in policy.max_len={p.max_len}: "
-                f"need budget_tokens + max_action_tokens + 64 <= max_len (raise policy.max_len or lower the budget)")
+        if self.rollout.max_action_tokens is not None:  # else derived from the tokenizer by check_policy
+            check_action_budget(self)
+
+
+def check_action_budget(c: "TrainConfig") -> None:
+    """``rollout.max_action_tokens`` (set) against the context window and the compression budget."""
+    p, r = c.policy, c.rollout
+    if r.max_action_tokens + 4 > p.max_len:
+        raise ConfigError(f"rollout.max_action_tokens={r.max_action_tokens} must be in "
+                          f"[1, policy.max_len - 4 = {p.max_len - 4}]")
+    if c.compression.strategy != "none" and c.compression.budget_tokens + r.max_action_tokens + 64 > p.max_len:
+        raise ConfigError(
+            f"compression.budget_tokens={c.compression.budget_tokens} leaves no room in policy.max_len={p.max_len}: "
+            f"need budget_tokens + max_action_tokens + 64 <= max_len (raise policy.max_len or lower the budget)")
 
 
 def is_pair_run(c) -> bool:
@@ -604,5 +650,5 @@ def fingerprint(obj) -> dict:
 __all__ = ["ALGO_SCHEMAS", "AlgoConfig", "BudgetConfig", "CompressionConfig", "ConfigError", "ENV_NAMES",
            "EnvConfig", "EvalConfig", "GrpoConfig", "LoggerConfig", "OPERATIONAL", "PAIR_AGENTS", "PAIR_ALGOS",
            "PAIR_ENVS", "PolicyConfig", "PpoConfig", "PpoCtdeConfig", "PpoIndependentConfig",
-           "RolloutConfig", "TrainConfig", "WarmstartConfig", "algo_schema", "fingerprint", "is_pair_run",
-           "resolve_critic"]
+           "RolloutConfig", "TINY_ACTION_TOKENS", "TrainConfig", "WarmstartConfig", "algo_schema", "check_action_budget",
+           "fingerprint", "is_pair_run", "resolve_critic"]

@@ -26,7 +26,7 @@ PRODUCTION = ("algos", "envs", "experiments")
 
 def test_builtin_traits_are_the_registered_ones():
     load_builtin_trainers()
-    assert trainers_with(critic=True, agents=1) == ("ppo", "ppo_segment_terminal")
+    assert trainers_with(critic=True, agents=1) == ("ppo", "ppo_segment_terminal", "ppo_long")
     assert trainers_with(agents=2) == ("ppo_independent", "ppo_ctde")
     assert trainers_with(step_rewards=True) == ("grpo_process",)
     assert trainers_with(central_critic=True) == ("ppo_ctde",)

@@ -18,7 +18,7 @@ from experiments.report.markdown import _conclusion_md
 from report_fixtures import write_run
 
 ROOT = Path(__file__).resolve().parents[2]
-ALLOWED = "allowed: grpo, ppo, ppo_segment_terminal, rloo, gigpo, grpo_process, ppo_independent, ppo_ctde"
+ALLOWED = "allowed: grpo, ppo, ppo_segment_terminal, ppo_long, rloo, gigpo, grpo_process, ppo_independent, ppo_ctde"
 
 
 def test_every_compare_method_is_a_registered_trainer_with_a_config():
@@ -29,8 +29,8 @@ def test_every_compare_method_is_a_registered_trainer_with_a_config():
         assert name in trainers and name in ALGO_SCHEMAS and trainers[name].traits is traits
         assert (ROOT / "configs" / "algo" / f"{name}.yaml").is_file()
         assert set(traits.envs) <= set(C.PRESET_ENVS.values())
-    assert C.registry_methods() == ["grpo", "ppo", "ppo_segment_terminal", "rloo", "gigpo", "grpo_process",
-                                    "ppo_independent", "ppo_ctde"]
+    assert C.registry_methods() == ["grpo", "ppo", "ppo_segment_terminal", "ppo_long", "rloo", "gigpo",
+                                    "grpo_process", "ppo_independent", "ppo_ctde"]
     assert set(C.PRESET_ENVS) == set(C.PRESETS)
 
 
