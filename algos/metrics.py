@@ -162,35 +162,6 @@ def binomial_confidence_interval(successes: int, trials: int, confidence: float 
     return low, high
 
 
-def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
-    """mean = sum(m * x) / sum(m)  (a 0-d tensor, differentiable in x).
-
-    Shapes: ``x`` and ``mask`` (bool or 0/1) the same shape. NaN when the mask is empty. For a loss,
-    use ``algos.losses.aggregation_weights`` instead (its denominator survives micro-batching).
-    """
-    x, m = _masked_pair("x", x, mask)
-    x = _as_float("x", x)
-    total = torch.where(m, x, torch.zeros_like(x)).sum()
-    count = m.sum()
-    if int(count) == 0:
-        return torch.full((), float("nan"), dtype=x.dtype)
-    return total / count.to(x.dtype)
-
-
-def clip_fraction(clipped: Tensor, mask: Tensor) -> float:
-    """clip_frac = sum(m * clipped) / sum(m): share of loss tokens whose clipped branch was active.
-
-    Shapes: ``clipped`` (bool, from ``ppo_clip_loss``; broadcast it to the mask's shape first) and
-    ``mask`` (bool or 0/1) the same shape. NaN when the mask is empty.
-    """
-    clipped, m = _masked_pair("clipped", clipped, mask)
-    c = _as_bool("clipped", clipped)
-    count = int(m.sum())
-    if count == 0:
-        return float("nan")
-    return int((c & m).sum()) / count
-
-
 def signed_advantage_mass(advantages: Tensor, weights: Tensor) -> float:
     """m = sum_{b,t} w_{b,t} A_{b,t} / sum_{b,t} w_{b,t} |A_{b,t}|,  in [-1, 1].
 

@@ -439,14 +439,6 @@ def build_models(shape: PolicyShape, seed: int | None = None) -> tuple[PolicyMod
     return policy, critic
 
 
-def sample_from_logits(logits: torch.Tensor, temperature: float, generator: torch.Generator | None = None):
-    """Sample one token per row at ``temperature``; return ``(tokens [B], logprobs [B])`` where the
-    log-prob is of the tempered distribution actually sampled from (the behavior log-prob)."""
-    lp = torch.log_softmax(logits.float() / temperature, dim=-1)
-    tok = sample_categorical(lp, generator)
-    return tok, lp.gather(-1, tok[:, None]).squeeze(-1)
-
-
 def sample_categorical(logp: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
     """One index per row of ``logp [B, V]`` (log-probabilities), drawn by inverse-CDF sampling:
     ``u ~ U[0, 1) * sum_v p_v`` and the first ``v`` with ``cumsum(p)_v > u`` (in float64, so a
@@ -467,7 +459,6 @@ __all__ = [
     "build_models",
     "count_params",
     "sample_categorical",
-    "sample_from_logits",
     "shift_logprobs",
     "shift_logprobs_entropy",
     "token_logprobs",

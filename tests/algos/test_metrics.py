@@ -11,11 +11,9 @@ from hypothesis import strategies as st
 
 from algos.metrics import (
     binomial_confidence_interval,
-    clip_fraction,
     explained_variance,
     explained_variance_ceiling,
     group_outcome_rates,
-    masked_mean,
     mixed_group_probability,
 )
 
@@ -170,36 +168,6 @@ def test_wilson_properties(trials, data, conf):
 def test_wilson_bad_arguments(args, match):
     with pytest.raises(ValueError, match=match):
         binomial_confidence_interval(*args)
-
-
-# ------------------------------------------------------------------ masked means
-
-
-def test_masked_mean_and_clip_fraction():
-    x = torch.tensor([[1.0, 2.0, 30.0], [4.0, 50.0, 60.0]])
-    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
-    # (1 + 2 + 4) / 3 = 7/3
-    assert math.isclose(masked_mean(x, mask).item(), 7 / 3, rel_tol=1e-6)
-    assert math.isnan(masked_mean(x, torch.zeros(2, 3)).item())
-    clipped = torch.tensor([[True, False, True], [True, True, True]])
-    # masked positions: True, False, True -> 2/3 (the unmasked True values do not count)
-    assert clip_fraction(clipped, mask) == 2 / 3
-    assert math.isnan(clip_fraction(clipped, torch.zeros(2, 3)))
-    with pytest.raises(ValueError, match=r"mask has shape \(3,\), expected \(2, 3\)"):
-        clip_fraction(clipped, torch.ones(3))
-
-
-@PROPERTY
-@given(pairs=st.lists(st.tuples(st.floats(-10, 10), st.booleans()), min_size=1, max_size=12))
-def test_masked_mean_matches_loop(pairs):
-    x = torch.tensor([p[0] for p in pairs], dtype=torch.float64)
-    m = torch.tensor([p[1] for p in pairs])
-    chosen = [v for v, keep in pairs if keep]
-    got = masked_mean(x, m).item()
-    if chosen:
-        assert math.isclose(got, sum(chosen) / len(chosen), rel_tol=1e-9, abs_tol=1e-12)
-    else:
-        assert math.isnan(got)
 
 
 # ---------------------------------------------------------------------------------------------
