@@ -342,10 +342,12 @@ class PolicyModel(nn.Module):
 
 
 class ValueModel(nn.Module):
-    """A separate critic: its own trunk (same shape as the policy) and a scalar head."""
+    """A separate critic: its own trunk (the policy's shape, or ``shape.critic_d_model`` wide and
+    ``shape.critic_n_layers`` deep where they are set) and a scalar head."""
 
     def __init__(self, shape: PolicyShape) -> None:
         super().__init__()
+        shape = shape.critic_trunk()
         self.shape = shape
         self.trunk = Trunk(shape)
         self.head = nn.Linear(shape.d_model, 1)

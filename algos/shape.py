@@ -5,7 +5,7 @@ critic kind. A leaf of ``algos``: the model (``algos.policy``) and its KV cache
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 CRITIC_KINDS = ("none", "head", "separate")
 
@@ -22,6 +22,9 @@ class PolicyShape:
     mlp_ratio: int = 4
     critic: str = "none"  # none | head | separate
     tie_embeddings: bool = True
+    # a separate critic's trunk width and depth (None = the policy's)
+    critic_d_model: int | None = None
+    critic_n_layers: int | None = None
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
@@ -30,6 +33,17 @@ class PolicyShape:
             )
         if self.critic not in CRITIC_KINDS:
             raise ValueError(f"policy.critic={self.critic!r} unknown; allowed: {', '.join(CRITIC_KINDS)}")
+        if self.critic_d_model is not None and (self.critic_d_model < 1 or self.critic_d_model % self.n_heads):
+            raise ValueError(f"policy.critic_d_model={self.critic_d_model} must be >= 1 and divisible by "
+                             f"policy.n_heads={self.n_heads}")
+        if self.critic_n_layers is not None and self.critic_n_layers < 1:
+            raise ValueError(f"policy.critic_n_layers={self.critic_n_layers} must be >= 1")
+
+    def critic_trunk(self) -> "PolicyShape":
+        """The shape of a separate critic's trunk: this shape with ``critic_d_model`` /
+        ``critic_n_layers`` where they are set."""
+        return replace(self, d_model=self.critic_d_model or self.d_model, n_layers=self.critic_n_layers or self.n_layers,
+                       critic_d_model=None, critic_n_layers=None)
 
 
 __all__ = ["CRITIC_KINDS", "PolicyShape"]

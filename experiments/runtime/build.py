@@ -117,7 +117,8 @@ def policy_shape(c: TrainConfig, critic: str = "none"):
     """``PolicyShape`` of ``policy.*`` over the shared vocabulary, with critic kind ``critic``."""
     p = c.policy
     return PolicyShape(vocab_size=get_tokenizer().vocab_size, d_model=p.d_model, n_layers=p.n_layers,
-                       n_heads=p.n_heads, max_len=p.max_len, mlp_ratio=p.mlp_ratio, critic=critic)
+                       n_heads=p.n_heads, max_len=p.max_len, mlp_ratio=p.mlp_ratio, critic=critic,
+                       critic_d_model=p.critic_d_model, critic_n_layers=p.critic_n_layers)
 
 
 def load_policy_weights(model, path: str) -> None:

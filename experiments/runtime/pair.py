@@ -98,7 +98,8 @@ def shapes(c: TrainConfig) -> tuple[PolicyShape, PolicyShape]:
                         max_len=p.max_len, mlp_ratio=p.mlp_ratio)
     critic_len = 2 * p.max_len + 2 if trainer_traits(c.algo.name).central_critic else p.max_len
     return shape, PolicyShape(vocab_size=tok.vocab_size, d_model=p.d_model, n_layers=p.n_layers, n_heads=p.n_heads,
-                              max_len=critic_len, mlp_ratio=p.mlp_ratio)
+                              max_len=critic_len, mlp_ratio=p.mlp_ratio, critic_d_model=p.critic_d_model,
+                              critic_n_layers=p.critic_n_layers)
 
 
 def train_engine(c: TrainConfig) -> PairRolloutEngine:

@@ -119,6 +119,9 @@ class PolicyConfig:
     mlp_ratio: int = 4
     # auto: none for GRPO, separate for PPO (tiny) / head for PPO (hf); or none | head | separate
     critic: str = "auto"
+    # a separate critic's trunk width and depth (null = the policy's d_model / n_layers)
+    critic_d_model: Optional[int] = None
+    critic_n_layers: Optional[int] = None
     # checkpoint to start from: "warmstart" = the cached behaviour-cloning warm start of this
     # config's warmstart group; a path; or "" = random init (tests only)
     init_checkpoint: str = "warmstart"
@@ -149,6 +152,11 @@ class PolicyConfig:
         if self.init_checkpoint not in ("", "warmstart") and not os.path.exists(self.init_checkpoint):
             raise ConfigError(f"policy.init_checkpoint={self.init_checkpoint!r} does not exist "
                               "(use a path, 'warmstart' or '')")
+        if self.critic_d_model is not None and (self.critic_d_model < 1 or self.critic_d_model % self.n_heads):
+            raise ConfigError(f"policy.critic_d_model={self.critic_d_model} must be >= 1 and divisible by "
+                              f"policy.n_heads={self.n_heads} (or null: the policy's width)")
+        if self.critic_n_layers is not None and self.critic_n_layers < 1:
+            raise ConfigError(f"policy.critic_n_layers={self.critic_n_layers} must be >= 1 (or null: the policy's depth)")
         _allowed("policy.dtype", self.dtype, HF_DTYPES)
         if not (self.device in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", self.device)):
             raise ConfigError(f"policy.device={self.device!r} is not a valid choice; allowed: auto, cpu, cuda, cuda:N")
@@ -573,6 +581,11 @@ class TrainConfig:
             raise ConfigError(f"algo={self.algo.name} needs a critic but policy.critic=none; allowed for PPO: head, separate "
                               "(or auto)")
         _check_pair_combination(self)
+        sized = [f"policy.{k}={getattr(self.policy, k)}" for k in ("critic_d_model", "critic_n_layers")
+                 if getattr(self.policy, k) is not None]
+        if sized and resolve_critic(self) != "separate":
+            raise ConfigError(f"{', '.join(sized)} sizes a separate critic but policy.critic resolves to "
+                              f"{resolve_critic(self)!r}; allowed: policy.critic=separate (or auto with a critic algo)")
         if self.rollout.max_action_tokens is not None:  # else derived from the tokenizer by check_policy
             check_action_budget(self)
 

@@ -142,7 +142,8 @@ def policy_identity(c: TrainConfig) -> dict:
     the model (path, the sha256 of its config and tokenizer files, the sizes of its weight files),
     dtype, device, chat rendering and LoRA adapters."""
     if c.policy.kind == "tiny":
-        return asdict(policy_shape(c))
+        # the warm start clones the policy alone: a separate critic's shape never determines it
+        return {k: v for k, v in asdict(policy_shape(c)).items() if k not in ("critic_d_model", "critic_n_layers")}
     p = c.policy
     ident = {k: getattr(p, k) for k in ("kind", "path", "dtype", "device", "end_token", "system_prompt",
                                         "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "max_len")}

@@ -221,3 +221,17 @@ def test_trunk_keep_equals_the_full_forward_at_the_kept_positions():
     vals = critic(tokens, at=keep)
     torch.testing.assert_close(vals[keep], critic(tokens)[keep], atol=1e-5, rtol=1e-5)
     assert (vals[~keep] == 0).all()
+
+
+def test_a_separate_critic_takes_its_own_width_and_depth():
+    shape = PolicyShape(vocab_size=50, d_model=32, n_layers=2, n_heads=4, max_len=40, critic="separate",
+                        critic_d_model=16, critic_n_layers=1)
+    critic = ValueModel(shape)
+    assert (critic.shape.d_model, critic.shape.n_layers, len(critic.trunk.blocks)) == (16, 1, 1)
+    # parameters of the 16-wide one-block trunk: tok 50*16 + pos 40*16 + ln 2*16*2 + qkv 16*48+48
+    # + proj 16*16+16 + fc 16*64+64 + out 64*16+16 + ln_f 2*16 = 800+640+64+816+272+1088+1040+32 = 4752,
+    # plus the head 16+1 = 4769
+    assert sum(p.numel() for p in critic.parameters()) == 4769
+    assert ValueModel(PolicyShape(vocab_size=50, d_model=32, n_layers=2, n_heads=4, max_len=40)).shape.d_model == 32
+    with pytest.raises(ValueError, match="policy.critic_d_model=18 must be >= 1 and divisible by policy.n_heads=4"):
+        PolicyShape(vocab_size=50, d_model=32, n_heads=4, critic_d_model=18)

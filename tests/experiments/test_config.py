@@ -45,6 +45,11 @@ def test_defaults_compose_and_validate(algo, env):
         (["algo.kl_kind=k9"], "allowed: k1, k2, k3"),
         (["algo.lr_schedule=cosine"], "algo.lr_schedule='cosine' is not a valid choice; allowed: constant, linear"),
         (["compression=recent", "compression.budget_tokens=500"], "leaves no room in policy.max_len=512"),
+        (["algo=ppo", "policy.critic_d_model=30"],
+         "policy.critic_d_model=30 must be >= 1 and divisible by policy.n_heads=4"),
+        (["algo=grpo", "policy.critic_n_layers=3"],
+         "policy.critic_n_layers=3 sizes a separate critic but policy.critic resolves to 'none'"),
+        (["algo=ppo", "policy.critic=head", "policy.critic_d_model=32"], "resolves to 'head'"),
     ],
 )
 def test_bad_configs_fail_with_one_line(overrides, message):
