@@ -1,5 +1,6 @@
 """``render_report``: find the runs of a sweep, write the PNGs and ``report.md`` into it, and
-return the same content as a :class:`Report` (``experiments/compare/job.py`` logs it to W&B)."""
+return the same content as a :class:`Report` (``experiments/compare/job.py`` logs it to W&B).
+:func:`build_report` measures, :func:`markdown_of` renders (a function per section)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ class Report:
     references: dict[str, list[ReferenceRow]] = field(default_factory=dict)
     # env -> method -> [one success record, one failure record] (experiments/runfiles/transcripts.py records)
     transcripts: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
+    # env -> method -> runs (the report's method order) and env -> its Conclusion rows
+    groups: dict[str, dict[str, list[Run]]] = field(repr=False, default_factory=dict)
+    comparisons: dict[str, list[Comparison]] = field(repr=False, default_factory=dict)
 
 
 #: Longest transcript text the markdown shows (the rest is cut, with a note; the JSON keeps all).
@@ -125,99 +129,116 @@ def render_report(sweep_dir: str | Path, title: str | None = None, references: b
     ``methods``: the method order (:func:`experiments.report.load.method_order`); the first present
     is the **baseline** every other method is compared against in the Conclusion (default: GRPO,
     then PPO, then the rest by name)."""
-    sweep_dir = Path(sweep_dir)
+    report = build_report(Path(sweep_dir), references, methods)
+    report.markdown = markdown_of(report, title)
+    report.path.write_text(report.markdown)
+    return report
+
+
+def build_report(sweep_dir: Path, references: bool = True, methods: Sequence[str] | None = None) -> Report:
+    """Everything the report shows, measured from the runs (the PNGs are written here; the
+    markdown is left empty for :func:`markdown_of`)."""
     runs = load_runs(sweep_dir)
     groups = group_runs(runs, methods)
-    comparisons = {env: compare_at_matched_budgets(env, methods) for env, methods in groups.items()}
+    comparisons = {env: compare_at_matched_budgets(env, ms) for env, ms in groups.items()}
     refs: dict[str, list[ReferenceRow]] = {}
-    for env, methods in groups.items():
-        everyone = [r for rs in methods.values() for r in rs]
+    for env, ms in groups.items():
+        everyone = [r for rs in ms.values() for r in rs]
         refs[env] = reference_rows(everyone, sweep_dir)[0] if references else start_model_rows(everyone)
-        if references and any(m in PAIR_METHODS for m in methods):
+        if references and any(m in PAIR_METHODS for m in ms):
             refs[env] += [ReferenceRow("program-blind floor", REFERENCE_NA, 0, 0),
                           ReferenceRow("oracle ceiling", REFERENCE_NA, 0, 0)]
-    transcripts = {env: {m: pick_transcripts(rs) for m, rs in methods.items()} for env, methods in groups.items()}
+    transcripts = {env: {m: pick_transcripts(rs) for m, rs in ms.items()} for env, ms in groups.items()}
     images: dict[str, Path] = {}
     stops: dict[str, dict[str, dict[str, float]]] = {}
-    for env, methods in groups.items():
-        images.update(plot_success_curves(env, methods, sweep_dir))
-        images.update(plot_diagnostics(env, methods, sweep_dir))
-        stops[env] = {m: stop_reason_totals(rs) for m, rs in methods.items()}
+    for env, ms in groups.items():
+        images.update(plot_success_curves(env, ms, sweep_dir))
+        images.update(plot_diagnostics(env, ms, sweep_dir))
+        stops[env] = {m: stop_reason_totals(rs) for m, rs in ms.items()}
         images.update(plot_stop_reasons(env, stops[env], sweep_dir))
+    return Report(markdown="", columns=list(TABLE_COLUMNS), rows=final_table(groups), images=images,
+                  path=sweep_dir / "report.md", runs=list(runs), stop_reasons=stops, warnings=fairness_warnings(groups),
+                  conclusion=[c for cs in comparisons.values() for c in cs], references=refs, transcripts=transcripts,
+                  groups=groups, comparisons=comparisons)
 
-    rows = final_table(groups)
-    warnings = fairness_warnings(groups)
-    names = list(dict.fromkeys(m for ms in groups.values() for m in ms))
-    md = [f"# {title or ' vs '.join(m.upper() for m in names) + ': compute-matched comparison'}", ""]
-    md.append(f"Sweep directory: `{sweep_dir}` — {len(runs)} runs.")
-    md.append("")
-    md.append("## Conclusion")
-    md.append("")
-    md.append(
-        "Per compute axis: held-out success of each method at the **matched budget** (the largest "
-        "budget every run of the env reached on that axis = the smallest final counter), each run's "
-        "eval curve interpolated linearly there (the curve starts at the start model's success at 0 "
-        "compute); then the difference of every other method minus the **baseline** "
-        f"({_baselines(groups)}: the first of `--methods`, GRPO by default), one row and one verdict "
-        f"per (method, axis), with its {int(CONFIDENCE * 100)}% Welch interval across seeds (unequal variances, Welch-Satterthwaite "
-        "df). Verdict: a method is *ahead* when the interval excludes 0, else *inconclusive*."
-    )
-    md.append("")
-    for env, methods in groups.items():
-        md.append(f"### {env}")
-        md.append("")
-        md += _conclusion_md(env, comparisons[env])
-        md.append("Final held-out success beside the references on the same task set (same env, "
-                  "difficulty, split, task indices and attempts per task as the runs' evaluation; "
-                  "scripted agents, see experiments/report/references.py):")
-        md.append("")
-        md += _reference_md(methods, refs[env])
-    if warnings:
-        md.append("**Caution: the runs are not compute-matched or not protocol-matched** (see the list below); the "
-                  "verdicts compare unlike runs.")
-        md.append("")
-    md.append(
-        f"All `a ± b` values are the mean over seeds ± the half-width of the two-sided "
-        f"{int(CONFIDENCE * 100)}% Student-t interval (t_(0.975, n-1) · s / √n, s = sample std over "
-        "seeds); `± n/a` means a single seed. Curves: each seed interpolated linearly onto a common "
-        "grid over the x-range every seed covers; line = mean, band = the same t-interval."
-    )
-    md.append("")
-    if warnings:
+
+def markdown_of(report: Report, title: str | None = None) -> str:
+    """The report's markdown: header, Conclusion, protocol notes, final table, one section per env."""
+    md = _header_md(report, title) + _conclusion_section_md(report) + _protocol_md(report) + _final_table_md(report)
+    for env, methods in report.groups.items():
+        md += _env_md(report, env, methods)
+    return "\n".join(md)
+
+
+def _header_md(report: Report, title: str | None) -> list[str]:
+    names = list(dict.fromkeys(m for ms in report.groups.values() for m in ms))
+    return [f"# {title or ' vs '.join(m.upper() for m in names) + ': compute-matched comparison'}", "",
+            f"Sweep directory: `{report.path.parent}` — {len(report.runs)} runs.", ""]
+
+
+def _conclusion_section_md(report: Report) -> list[str]:
+    md = ["## Conclusion", "",
+          "Per compute axis: held-out success of each method at the **matched budget** (the largest "
+          "budget every run of the env reached on that axis = the smallest final counter), each run's "
+          "eval curve interpolated linearly there (the curve starts at the start model's success at 0 "
+          "compute); then the difference of every other method minus the **baseline** "
+          f"({_baselines(report.groups)}: the first of `--methods`, GRPO by default), one row and one verdict "
+          f"per (method, axis), with its {int(CONFIDENCE * 100)}% Welch interval across seeds (unequal variances, Welch-Satterthwaite "
+          "df). Verdict: a method is *ahead* when the interval excludes 0, else *inconclusive*.", ""]
+    for env, methods in report.groups.items():
+        md += [f"### {env}", ""]
+        md += _conclusion_md(env, report.comparisons[env])
+        md += ["Final held-out success beside the references on the same task set (same env, "
+               "difficulty, split, task indices and attempts per task as the runs' evaluation; "
+               "scripted agents, see experiments/report/references.py):", ""]
+        md += _reference_md(methods, report.references[env])
+    if report.warnings:
+        md += ["**Caution: the runs are not compute-matched or not protocol-matched** (see the list below); the "
+               "verdicts compare unlike runs.", ""]
+    return md
+
+
+def _protocol_md(report: Report) -> list[str]:
+    md = [f"All `a ± b` values are the mean over seeds ± the half-width of the two-sided "
+          f"{int(CONFIDENCE * 100)}% Student-t interval (t_(0.975, n-1) · s / √n, s = sample std over "
+          "seeds); `± n/a` means a single seed. Curves: each seed interpolated linearly onto a common "
+          "grid over the x-range every seed covers; line = mean, band = the same t-interval.", ""]
+    if report.warnings:
         md.append("**Not compute-matched or not protocol-matched:**")
-        md += [f"- {w}" for w in warnings]
+        md += [f"- {w}" for w in report.warnings]
     else:
         md.append("Test budget, training budget, start model, loss aggregation, learning rate and seeds are identical "
                   "across methods in every env.")
+    return md + [""]
+
+
+def _final_table_md(report: Report) -> list[str]:
+    return ["## Final table (summary.json of each run)", "",
+            "Held-out success is verified success on unseen task templates at the test budget shown "
+            "(attempts per task). Compute columns are training totals: complete rollouts, sampled "
+            "tokens, tokens read from tools, simulated tool seconds, estimated training FLOPs, wall time.", "",
+            _md_table(TABLE_COLUMNS, report.rows), ""]
+
+
+def _env_md(report: Report, env: str, methods: Mapping[str, Sequence[Run]]) -> list[str]:
+    md = [f"## {env}", ""]
+    for method, rs in methods.items():
+        md.append(f"- **{method}**: seeds {[r.seed for r in rs]}; budget: {_budget_line(rs)}; "
+                  f"start model: {sorted({str(r.summary['start_model/path']) for r in rs})}")
+    md += ["", "### Held-out success vs compute", ""]
+    for axis in CURVE_AXES:
+        image = report.images[f"{env}/success_vs_{axis.split('/')[1]}"]
+        md.append(f"![success vs {axis}]({image.name})")
     md.append("")
-    md.append("## Final table (summary.json of each run)")
-    md.append("")
-    md.append(
-        "Held-out success is verified success on unseen task templates at the test budget shown "
-        "(attempts per task). Compute columns are training totals: complete rollouts, sampled "
-        "tokens, tokens read from tools, simulated tool seconds, estimated training FLOPs, wall time."
-    )
-    md.append("")
-    md.append(_md_table(TABLE_COLUMNS, rows))
-    md.append("")
-    for env, methods in groups.items():
-        md.append(f"## {env}")
-        md.append("")
-        for method, rs in methods.items():
-            md.append(
-                f"- **{method}**: seeds {[r.seed for r in rs]}; budget: {_budget_line(rs)}; "
-                f"start model: {sorted({str(r.summary['start_model/path']) for r in rs})}"
-            )
-        md.append("")
-        md.append("### Held-out success vs compute")
-        md.append("")
-        for axis in CURVE_AXES:
-            p = images[f"{env}/success_vs_{axis.split('/')[1]}"]
-            md.append(f"![success vs {axis}]({p.name})")
-        md.append("")
-        md.append("### Training diagnostics")
-        md.append("")
-        md.append(
+    md += _diagnostics_md(report, env, methods)
+    md += agent_table_md(env, methods)
+    md += _stop_reasons_md(report, env, methods)
+    md += _transcripts_md(report, env)
+    return md
+
+
+def _diagnostics_md(report: Report, env: str, methods: Mapping[str, Sequence[Run]]) -> list[str]:
+    return ["### Training diagnostics", "",
             "Mixed-group rate: fraction of groups with both a success and a failure (the only groups "
             "that give GRPO a task-reward gradient); dashed: P_mix = 1 - p^G - (1-p)^G at the measured "
             "success rate p of the same update. All-0/all-1: groups with no outcome contrast (group columns "
@@ -229,60 +250,38 @@ def render_report(sweep_dir: str | Path, title: str | None = None, references: b
             "with the loss's own aggregation weights w, the net direction the policy step pushes the "
             "batch's own tokens (0 for group advantages weighted per trajectory; negative when the "
             "failures are the longer trajectories and weigh more). Anchor hit rate (GiGPO): share of steps whose state "
-            "(`info[\"state_key\"]`) recurs in its group, so its step group has >= 2 members."
-        )
-        md.append("")
-        md.append(_md_table(DIAG_COLUMNS, [r for r in diagnostics_table({env: methods})]))
-        md.append("")
-        md.append(f"![diagnostics]({images[f'{env}/diagnostics'].name})")
-        md.append("")
-        md += agent_table_md(env, methods)
-        md.append("### Stop reasons (training episodes, summed over updates and seeds)")
-        md.append("")
-        reasons = ordered_reasons(stops[env])
-        srows = []
-        for method, t in stops[env].items():
-            total = sum(t.values())
-            srows.append(
-                [method]
-                + [f"{t.get(r, 0.0):g} ({100 * t.get(r, 0.0) / total:.1f}%)" if total else "0" for r in reasons]
-                + [f"{total:g}"]
-            )
-        md.append(_md_table(["method", *reasons, "total"], srows))
-        md.append("")
-        if any(m in PAIR_METHODS for m in methods):
-            md += [f"({STOP_NA}.)", ""]
-        md.append(f"![stop reasons]({images[f'{env}/stop_reasons'].name})")
-        md.append("")
-        md.append("### What the agent did")
-        md.append("")
-        md.append(f"One success and one failure per method from the final evaluation (environment text "
-                  f"plain, sampled text in «»; header: stop reason and verifier result).")
-        md.append("")
-        for method, recs in transcripts[env].items():
-            md.append(f"#### {method}")
-            md.append("")
-            if not recs:
-                md.append("(no transcripts.json in this method's runs)")
-                md.append("")
-            for rec in recs:
-                md += _transcript_block(rec)
-    markdown = "\n".join(md)
-    path = sweep_dir / "report.md"
-    path.write_text(markdown)
-    return Report(
-        markdown=markdown,
-        columns=list(TABLE_COLUMNS),
-        rows=rows,
-        images=images,
-        path=path,
-        runs=list(runs),
-        stop_reasons=stops,
-        warnings=warnings,
-        conclusion=[c for cs in comparisons.values() for c in cs],
-        references=refs,
-        transcripts=transcripts,
-    )
+            "(`info[\"state_key\"]`) recurs in its group, so its step group has >= 2 members.", "",
+            _md_table(DIAG_COLUMNS, [r for r in diagnostics_table({env: methods})]), "",
+            f"![diagnostics]({report.images[f'{env}/diagnostics'].name})", ""]
+
+
+def _stop_reasons_md(report: Report, env: str, methods: Mapping[str, Sequence[Run]]) -> list[str]:
+    stops = report.stop_reasons[env]
+    reasons = ordered_reasons(stops)
+    srows = []
+    for method, t in stops.items():
+        total = sum(t.values())
+        srows.append([method]
+                     + [f"{t.get(r, 0.0):g} ({100 * t.get(r, 0.0) / total:.1f}%)" if total else "0" for r in reasons]
+                     + [f"{total:g}"])
+    md = ["### Stop reasons (training episodes, summed over updates and seeds)", "",
+          _md_table(["method", *reasons, "total"], srows), ""]
+    if any(m in PAIR_METHODS for m in methods):
+        md += [f"({STOP_NA}.)", ""]
+    return md + [f"![stop reasons]({report.images[f'{env}/stop_reasons'].name})", ""]
+
+
+def _transcripts_md(report: Report, env: str) -> list[str]:
+    md = ["### What the agent did", "",
+          "One success and one failure per method from the final evaluation (environment text "
+          "plain, sampled text in «»; header: stop reason and verifier result).", ""]
+    for method, recs in report.transcripts[env].items():
+        md += [f"#### {method}", ""]
+        if not recs:
+            md += ["(no transcripts.json in this method's runs)", ""]
+        for rec in recs:
+            md += _transcript_block(rec)
+    return md
 
 
 def report_tables(report: Report) -> dict[str, tuple[list[str], list[list[Any]]]]:
