@@ -40,7 +40,7 @@ import os
 import signal
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 
 import torch
 from tqdm import tqdm
@@ -81,6 +81,15 @@ def make_learner(c: TrainConfig, rd: RunDir) -> Learner:
     return TwoAgentLearner(c) if is_pair_run(c) else OneAgentLearner(c, rd.path)
 
 
+@dataclass
+class RunState:
+    """What the loop carries from one update to the next (and what a checkpoint restores)."""
+
+    update: int = 0
+    last_eval: dict = field(default_factory=dict)
+    done: bool = False
+
+
 def run(c: TrainConfig, resolved: dict | None = None) -> dict:
     """Run (or resume) one training run of a validated config; returns the summary dict."""
     # ================================================================ build
@@ -89,12 +98,12 @@ def run(c: TrainConfig, resolved: dict | None = None) -> dict:
     rd.write_config(resolved if resolved is not None else asdict(c))
     learner = make_learner(c, rd)
     meter, budget = learner.meter, Budget(c.budget.kind, c.budget.amount)
-    update, last_eval, done = 0, {}, False
+    st = RunState()
     state = rd.resume() if c.resume else rd.start_fresh()
     if state:
         learner.load_state_dict(state)
-        update, last_eval, done = state["update"], state["last_eval"], state["done"]
-        print(f"resumed {rd.path} at update {update}", file=sys.stderr)
+        st = RunState(state["update"], state["last_eval"], state["done"])
+        print(f"resumed {rd.path} at update {st.update}", file=sys.stderr)
     start_info = learner.start_info()
     logger = make_logger(c.logger.kind, run_dir=rd.path, name=c.logger.name or rd.path.name, group=c.logger.group or None,
                          job_type=c.algo.name, config={**(resolved or asdict(c)), "start_model": start_info})
@@ -102,47 +111,65 @@ def run(c: TrainConfig, resolved: dict | None = None) -> dict:
     signal.signal(signal.SIGTERM, _raise_interrupt)
     pbar, t_run, wall_start = _progress(c, budget.spent(meter)), time.perf_counter(), meter.wall_seconds
     try:
-        while not done and not budget.exhausted(meter) and update < c.budget.max_updates:
-            # ============================================================ collect
-            t_update = time.perf_counter()
-            lr = learner.set_budget_fraction(budget.fraction(meter))  # budget spent before this update
-            batch = learner.collect(update)
-            # ============================================================ update
-            learner_metrics = learner.update(batch)
-            update += 1
-            meter.updates = update
-            meter.wall_seconds += time.perf_counter() - t_update
-            # ============================================================ log, maybe evaluate
-            metrics = {"update": update, "algo": c.algo.name, **learner_metrics}
-            if learner.counters_before_eval:
-                metrics.update(meter.metrics())
-            done = budget.exhausted(meter) or update >= c.budget.max_updates
-            if done or (c.eval.every and update % c.eval.every == 0):
-                last_eval = learner.evaluate(final=done)
-                metrics.update(last_eval)
-            if not learner.counters_before_eval:
-                metrics.update(meter.metrics())
-            metrics["compute/budget_fraction"] = budget.fraction(meter)
+        while not st.done and not budget.exhausted(meter) and st.update < c.budget.max_updates:
+            lr, metrics = _one_update(c, learner, budget, st)
             rd.append_metrics(metrics)
             logger.log(jsonable(metrics))
-            kill_if_test_asks(update)
+            kill_if_test_asks(st.update)
             # ============================================================ save
-            rd.save_checkpoint({**learner.state_dict(), "update": update, "last_eval": last_eval, "done": done})
+            rd.save_checkpoint({**learner.state_dict(), "update": st.update, "last_eval": st.last_eval, "done": st.done})
             pbar.n = min(budget.spent(meter), float(c.budget.amount))
-            pbar.set_postfix(upd=update, succ=f"{metrics['rollout/success_rate']:.2f}",
-                             eval=f"{last_eval.get('eval/success', float('nan')):.2f}", s=f"{time.perf_counter() - t_run:.0f}",
-                             lr=f"{lr:.1e}")
+            pbar.set_postfix(upd=st.update, succ=f"{metrics['rollout/success_rate']:.2f}",
+                             eval=f"{st.last_eval.get('eval/success', float('nan')):.2f}",
+                             s=f"{time.perf_counter() - t_run:.0f}", lr=f"{lr:.1e}")
     except KeyboardInterrupt:
         pbar.close()
         logger.finish()
-        print(f"interrupted at update {update}; re-run the same command to resume from {rd.checkpoint_path}", file=sys.stderr)
+        print(f"interrupted at update {st.update}; re-run the same command to resume from {rd.checkpoint_path}",
+              file=sys.stderr)
         raise SystemExit(130)
-    # ================================================================ summary
     pbar.close()
-    last_eval = last_eval or learner.evaluate(final=True)
+    summary = _finish(c, rd, learner, logger, st, start_info, t_run, wall_start)
+    del learner
+    release_freed_memory()  # a joblib worker's next sweep job starts from what is still live
+    return summary
+
+
+def _one_update(c: TrainConfig, learner: Learner, budget: Budget, st: RunState) -> tuple[float, dict]:
+    """Collect, update, maybe evaluate: advances ``st`` and returns ``(lr, the update's metrics line)``."""
+    meter = learner.meter
+    # ================================================================ collect
+    t_update = time.perf_counter()
+    lr = learner.set_budget_fraction(budget.fraction(meter))  # budget spent before this update
+    batch = learner.collect(st.update)
+    # ================================================================ update
+    learner_metrics = learner.update(batch)
+    st.update += 1
+    meter.updates = st.update
+    meter.wall_seconds += time.perf_counter() - t_update
+    # ================================================================ log, maybe evaluate
+    metrics = {"update": st.update, "algo": c.algo.name, **learner_metrics}
+    if learner.counters_before_eval:
+        metrics.update(meter.metrics())
+    st.done = budget.exhausted(meter) or st.update >= c.budget.max_updates
+    if st.done or (c.eval.every and st.update % c.eval.every == 0):
+        st.last_eval = learner.evaluate(final=st.done)
+        metrics.update(st.last_eval)
+    if not learner.counters_before_eval:
+        metrics.update(meter.metrics())
+    metrics["compute/budget_fraction"] = budget.fraction(meter)
+    return lr, metrics
+
+
+def _finish(c: TrainConfig, rd: RunDir, learner: Learner, logger, st: RunState, start_info: dict, t_run: float,
+            wall_start: float) -> dict:
+    """The summary: the final evaluation (made now when the loop never evaluated), totals, logs."""
+    # ================================================================ summary
+    meter = learner.meter
+    last_eval = st.last_eval or learner.evaluate(final=True)
     learner.close()
     summary = {**last_eval, **meter.metrics(), **start_info, "run_dir": str(rd.path), "algo": c.algo.name,
-               "env": c.env.name, "updates": update, "seed": c.seed, "budget/kind": c.budget.kind,
+               "env": c.env.name, "updates": st.update, "seed": c.seed, "budget/kind": c.budget.kind,
                "budget/amount": c.budget.amount, **learner.summary_extra(),
                "wall_seconds_this_process": time.perf_counter() - t_run, "wall_seconds_updates": meter.wall_seconds - wall_start}
     rd.write_summary(summary)
@@ -152,8 +179,6 @@ def run(c: TrainConfig, resolved: dict | None = None) -> dict:
     logger.finish()
     print(json.dumps({k: summary[k] for k in ("eval/success", "start_model/success", "compute/rollouts", "updates", "run_dir")}),
           file=sys.stderr)
-    del learner
-    release_freed_memory()  # a joblib worker's next sweep job starts from what is still live
     return summary
 
 
