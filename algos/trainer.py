@@ -367,7 +367,13 @@ class Trainer:
                 stats.end_step(float(gn), "critic_pass_grad_norm" if critic_only else "grad_norm")
                 self.optimizer.step()
         self.policy.eval()
+        return self._update_metrics(batch, inputs, adv, stats, fitted, lengths)
 
+    def _update_metrics(self, batch: Batch, inputs: UpdateInputs, adv: Advantages, stats: "UpdateStats",
+                        fitted: Tensor | None, lengths: Tensor) -> dict:
+        """The update's ``train/*`` metrics once its steps are taken (and the algorithm's
+        ``fit_metrics``); resets the padding counters."""
+        r = batch.num_rows
         metrics = stats.metrics()
         act = batch.action_mask > 0
         gap = (inputs.old_logp - batch.behavior_logp).abs()

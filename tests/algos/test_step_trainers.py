@@ -63,7 +63,7 @@ def test_registry_lists_and_builds_the_new_trainers():
     for name, cls in (("rloo", RLOOTrainer), ("gigpo", GiGPOTrainer), ("grpo_process", ProcessGRPOTrainer)):
         assert isinstance(make_trainer(name, algo(name), model()), cls)
         assert TRAINERS[name] is cls
-    with pytest.raises(ValueError, match=r"algo 'gipgo' unknown; allowed: gigpo, grpo, grpo_process, ppo, ppo_ctde, ppo_independent, ppo_segment_terminal, rloo"):
+    with pytest.raises(ValueError, match=r"algo 'gipgo' unknown; allowed: gigpo, grpo, grpo_process, ppo, ppo_ctde, ppo_independent, ppo_long, ppo_segment_terminal, rloo"):
         make_trainer("gipgo", algo("gigpo"), model())
 
 
