@@ -160,6 +160,39 @@ def get_strategy(name: str):
     return STRATEGIES[name]
 
 
+def _check_knobs(trigger, budget_tokens, budget_fraction, every_turns, keep_last, max_compactions, drop_prob) -> None:
+    """``ValueError`` naming the first bad knob of :class:`ContextCompression` and what is allowed."""
+    if trigger not in TRIGGERS:
+        raise ValueError(f"unknown compression trigger {trigger!r}; valid: {', '.join(TRIGGERS)}")
+    if trigger == "turns" and (
+        isinstance(every_turns, bool) or not isinstance(every_turns, int) or every_turns < 1
+    ):
+        raise ValueError(f"trigger='turns' needs every_turns as an int >= 1, got {every_turns!r}")
+    if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens < 1:
+        raise ValueError(f"budget_tokens must be an int >= 1, got {budget_tokens!r}")
+    if not 0.0 < float(budget_fraction) <= 1.0:
+        raise ValueError(f"budget_fraction must be in (0, 1], got {budget_fraction!r}")
+    if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1:
+        raise ValueError(
+            f"keep_last must be an int >= 1 (the latest tool output is always kept), got {keep_last!r}"
+        )
+    if isinstance(max_compactions, bool) or not isinstance(max_compactions, int) or max_compactions < 0:
+        raise ValueError(f"max_compactions must be an int >= 0, got {max_compactions!r}")
+    if not 0.0 <= float(drop_prob) <= 1.0:
+        raise ValueError(f"drop_prob must be in [0, 1], got {drop_prob!r}")
+
+
+def _widened_space(inner: gym.Space) -> spaces.Text:
+    """Compressed contexts may be longer than any single tool output and contain the wrapper's
+    header words: the inner text space widened to every printable character and 2^20 characters."""
+    charset = set(string.ascii_letters + string.digits + string.punctuation + " \n")
+    max_length = 1 << 20
+    if isinstance(inner, spaces.Text):
+        charset |= set(inner.character_set)
+        max_length = max(max_length, inner.max_length)
+    return spaces.Text(max_length, min_length=0, charset=frozenset(charset))
+
+
 class ContextCompression(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Replaces the agent-visible history with a compressed context when a trigger fires.
 
@@ -244,24 +277,7 @@ class ContextCompression(gym.Wrapper, gym.utils.RecordConstructorArgs):
         gym.Wrapper.__init__(self, env)
         self._strategy = get_strategy(strategy)
         self.strategy = strategy
-        if trigger not in TRIGGERS:
-            raise ValueError(f"unknown compression trigger {trigger!r}; valid: {', '.join(TRIGGERS)}")
-        if trigger == "turns" and (
-            isinstance(every_turns, bool) or not isinstance(every_turns, int) or every_turns < 1
-        ):
-            raise ValueError(f"trigger='turns' needs every_turns as an int >= 1, got {every_turns!r}")
-        if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens < 1:
-            raise ValueError(f"budget_tokens must be an int >= 1, got {budget_tokens!r}")
-        if not 0.0 < float(budget_fraction) <= 1.0:
-            raise ValueError(f"budget_fraction must be in (0, 1], got {budget_fraction!r}")
-        if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1:
-            raise ValueError(
-                f"keep_last must be an int >= 1 (the latest tool output is always kept), got {keep_last!r}"
-            )
-        if isinstance(max_compactions, bool) or not isinstance(max_compactions, int) or max_compactions < 0:
-            raise ValueError(f"max_compactions must be an int >= 0, got {max_compactions!r}")
-        if not 0.0 <= float(drop_prob) <= 1.0:
-            raise ValueError(f"drop_prob must be in [0, 1], got {drop_prob!r}")
+        _check_knobs(trigger, budget_tokens, budget_fraction, every_turns, keep_last, max_compactions, drop_prob)
         self.trigger = trigger
         self.budget_tokens = budget_tokens
         self.budget_fraction = float(budget_fraction)
@@ -271,16 +287,7 @@ class ContextCompression(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.drop_prob = float(drop_prob)
         self.tokenizer = get_tokenizer()
 
-        # Compressed contexts may be longer than any single tool output and contain the
-        # wrapper's header words: widen the observation space accordingly.
-        inner = env.observation_space
-        charset = set(string.ascii_letters + string.digits + string.punctuation + " \n")
-        max_length = 1 << 20
-        if isinstance(inner, spaces.Text):
-            charset |= set(inner.character_set)
-            max_length = max(max_length, inner.max_length)
-        self.observation_space = spaces.Text(max_length, min_length=0, charset=frozenset(charset))
-
+        self.observation_space = _widened_space(env.observation_space)
         self._rng: np.random.Generator | None = None
         self._reset_state("")
 
