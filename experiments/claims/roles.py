@@ -154,6 +154,24 @@ def policy_loss_at_old(view: UpdateView, loss_mask: torch.Tensor, algo) -> tuple
     return float(loss.detach()), int((grad[env_written(batch)] != 0).sum())
 
 
+def _turn_records(trajs) -> tuple[int, int, bool, bool]:
+    """``(turns, capped turns, SEP before every action, EOS at every turn end)`` of the stored
+    turns: a sampled EOS closes an action, an env-written one (mask 0) follows a capped action."""
+    boundaries = eos_ok = True
+    n_turns = n_capped = 0
+    for tr in trajs:
+        for seg in tr.segments:
+            for t in seg.turns:
+                n_turns += 1
+                boundaries &= seg.tokens[t.start - 1] == TOK.sep_id and t.start <= t.end
+                if t.capped:
+                    n_capped += 1
+                    eos_ok &= seg.tokens[t.end + 1] == TOK.eos_id and seg.action_mask[t.end + 1] == 0
+                else:
+                    eos_ok &= seg.tokens[t.end] == TOK.eos_id and seg.action_mask[t.end] == 1
+    return n_turns, n_capped, boundaries, eos_ok
+
+
 def measure_c8(seed: int = 8) -> dict:
     """Loss weights, advantages and stored per-sample fields of a real GRPO update, and the same
     batch's policy loss with observation tokens put into the loss mask.
@@ -186,18 +204,7 @@ def measure_c8(seed: int = 8) -> dict:
     n_bos = int((batch.tokens[env] == TOK.bos_id).sum())
     n_sep = int((batch.tokens[env] == TOK.sep_id).sum())
     n_eos = int((batch.tokens[env] == TOK.eos_id).sum())
-    boundaries = eos_ok = True
-    n_turns = n_capped = 0
-    for tr in trajs:
-        for seg in tr.segments:
-            for t in seg.turns:
-                n_turns += 1
-                boundaries &= seg.tokens[t.start - 1] == TOK.sep_id and t.start <= t.end
-                if t.capped:
-                    n_capped += 1
-                    eos_ok &= seg.tokens[t.end + 1] == TOK.eos_id and seg.action_mask[t.end + 1] == 0
-                else:
-                    eos_ok &= seg.tokens[t.end] == TOK.eos_id and seg.action_mask[t.end] == 1
+    n_turns, n_capped, boundaries, eos_ok = _turn_records(trajs)
     lengths = torch.tensor([len(batch.segment(r)) for r in range(batch.num_rows)])
     loss_real, grad_real = policy_loss_at_old(view, view.loss_mask, algo)
     wrong = observation_mask(batch)
