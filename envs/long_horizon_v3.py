@@ -176,7 +176,11 @@ class LongHorizonV3Env(gym.Env):
     default 4): rules in the table. ``verbose`` (0..10000, default 0): filler words per ``fix``
     output. ``max_turns`` (1..100000, default ``n_stages + 6``). ``time_limit`` (``truncation`` |
     ``termination``, default ``truncation``). ``max_format_errors`` (1..1000, default 3).
-    ``render_mode``: ``None`` or ``"ansi"``. Every argument is validated in the constructor
+    ``render_mode``: ``None`` or ``"ansi"``. ``check_prob`` (0..1, default 0): after each
+    ``fix``, with this probability the output starts with ``test : passed .`` or ``test : failed .``
+    (whether that fix held; the structured summary keeps "a test failed"): progress observable to a
+    degree, so a critic can tell a lost episode from the context (0 = a wrong fix is silent; the
+    decision problem is the same at every value). Every argument is validated in the constructor
     (a one-line ``ValueError`` naming it and the allowed values).
     ``reset(options={"task_index": i, "split": "train"|"heldout"})`` picks task ``i`` (any int
     >= 0); without ``task_index`` the index is drawn from ``self.np_random``.
@@ -215,8 +219,11 @@ class LongHorizonV3Env(gym.Env):
         max_format_errors: int = 3,
         time_limit: str = "truncation",
         render_mode: str | None = None,
+        check_prob: float = 0.0,
     ) -> None:
         _check_int("n_rules", n_rules, 2, len(INPUTS))
+        if isinstance(check_prob, bool) or not isinstance(check_prob, (int, float)) or not 0.0 <= check_prob <= 1.0:
+            raise ValueError(f"check_prob={check_prob!r} out of range; allowed: a number in [0, 1]")
         _check_int("n_stages", n_stages, n_rules, 1000, f" (at least n_rules={n_rules})")
         _check_int("verbose", verbose, 0, 10000)
         if max_turns is None:
@@ -234,13 +241,16 @@ class LongHorizonV3Env(gym.Env):
         self.max_format_errors = max_format_errors
         self.time_limit = time_limit
         self.render_mode = render_mode
+        self.check_prob = float(check_prob)
 
         self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=CHARSET)
         self.observation_space = spaces.Text(MAX_OBS_CHARS, min_length=1, charset=CHARSET)
 
         self.task: LongHorizonV3Task | None = None
-        self._key_identity = format(stable_state_key({"env": "LongHorizon-v3", "n_stages": n_stages,
-                                                      "n_rules": n_rules, "verbose": verbose}), "016x")
+        identity = {"env": "LongHorizon-v3", "n_stages": n_stages, "n_rules": n_rules, "verbose": verbose}
+        if self.check_prob:
+            identity["check_prob"] = self.check_prob
+        self._key_identity = format(stable_state_key(identity), "016x")
         self._key_memo = KeyMemo()
         self._done = True
         self._last_obs = ""
@@ -262,6 +272,7 @@ class LongHorizonV3Env(gym.Env):
         self._train_reward = 0.0
         self._redundant = 0
         self._submitted = False
+        self._failed_check_shown = False
         self._done = False
         self._last_obs = self._with_turns_left(f"{self.task_statement()}\n{self._stage_line()}")
         return self._last_obs, self._info(0.0, "ok")
@@ -324,7 +335,7 @@ class LongHorizonV3Env(gym.Env):
         notes' table once it was read ("notes : boundary C , empty A ."; before: ``read notes``,
         after the archive without a read: ``notes are archived``); ``tried`` is empty (a wrong
         fix is silent); ``code_state`` ("5 stages left , then submit") / ``last_test_status``:
-        the stages left."""
+        the stages left, and ", a test failed" once a ``check_prob`` line reported a wrong fix."""
         self._require_task()
         left = self.n_stages - self._stages_done
         if self._notes_read:
@@ -338,7 +349,7 @@ class LongHorizonV3Env(gym.Env):
             "tried": [],
             "code_state": f"{_num(left)} stages left , then submit",
             "pending": pending,
-            "last_test_status": f"{_num(left)} stages left",
+            "last_test_status": f"{_num(left)} stages left" + (" , a test failed" if self._failed_check_shown else ""),
         }
 
     def state_key(self) -> int:
@@ -392,6 +403,15 @@ class LongHorizonV3Env(gym.Env):
             return f"error: usage: fix input X with X one of {' '.join(FIX_NAMES)}"
         return f"error: unknown action .\n{ACTIONS_LINE}"
 
+    def _check_line(self, held: bool) -> str:
+        """With probability ``check_prob`` (a draw of ``self.np_random``; none when it is 0) the
+        line reporting whether the fix just applied held: ``"test : passed ."`` or
+        ``"test : failed ."``, else nothing."""
+        if not self.check_prob or float(self.np_random.random()) >= self.check_prob:
+            return ""
+        self._failed_check_shown |= not held
+        return f"test : {'passed' if held else 'failed'} .\n"
+
     def _filler(self) -> str:
         """Exactly ``verbose`` filler words in lines of 10, drawn from ``self.np_random``."""
         if self.verbose == 0:
@@ -427,7 +447,8 @@ class LongHorizonV3Env(gym.Env):
                 self._first_wrong = self._first_wrong or self._stages_done + 1
             self._fixes.append(approach)
             self._stages_done += 1
-            return self._stage_line() + self._filler(), "ok", None, 0.0
+            return self._check_line(approach == task.answer(self._stages_done - 1)) + self._stage_line() + self._filler(), \
+                "ok", None, 0.0
         if kind == "submit":
             self._submitted = True
             if left == 0 and self._wrong == 0:

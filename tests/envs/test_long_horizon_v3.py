@@ -272,6 +272,7 @@ def test_compression_strategies_that_drop_the_table_fail_the_context_reader():
     ({"max_format_errors": True}, "max_format_errors=True out of range; allowed: an int in 1..1000"),
     ({"time_limit": "never"}, "time_limit='never' unknown; allowed: truncation, termination"),
     ({"render_mode": "human"}, "render_mode='human' unknown; allowed: None, ansi"),
+    ({"check_prob": 1.5}, "check_prob=1.5 out of range; allowed: a number in [0, 1]"),
 ])
 def test_each_constructor_knob_bad_value_is_a_one_line_value_error(kwargs, message):
     with pytest.raises(ValueError) as e:
@@ -306,3 +307,58 @@ def test_program_blind_success_on_a_two_rule_table_is_one_in_fifty_six():
     wins = sum(run_episode(env, make_agent("program_blind"), seed=i, options={"task_index": i})
                .infos[-1]["verified"] for i in range(5600))
     assert abs(wins - 100) < 35  # binomial sd 9.9
+
+
+def test_check_prob_one_reports_every_fix_and_the_summary_keeps_a_failed_test():
+    n, stage = 8, 3
+    env = make(n_stages=n, check_prob=1.0)
+    env.reset(seed=3, options={"task_index": 9})
+    actions = oracle_actions(env)
+    other = next(a for a in sorted(set(env.task.table.values())) if a != env.task.answer(stage))
+    actions[1 + stage] = f"fix {env.task.stages[stage]} {other}"
+    env.reset(seed=3, options={"task_index": 9})
+    steps = play(env, actions)
+    fixes = [s[0] for s in steps[1:1 + n]]
+    # every fix output starts with its verdict: passed for the right ones, failed for stage 4
+    assert [f.split("\n")[0] for f in fixes] == ["test : passed ."] * stage + ["test : failed ."] + \
+        ["test : passed ."] * (n - stage - 1)
+    tok = get_tokenizer()
+    for obs in fixes:
+        tok.encode(obs)  # every word is in the vocabulary
+    assert steps[-1][4]["verified"] == 0
+
+
+def test_check_prob_keeps_a_failed_test_in_the_memory_facts():
+    env = make(n_stages=8, check_prob=1.0)
+    env.reset(seed=3, options={"task_index": 9})
+    env.step("read notes")
+    assert env.memory_facts()["last_test_status"] == "8 stages left"
+    wrong = next(a for a in FIX_NAMES if a != env.task.answer(0))
+    env.step(f"fix {env.task.stages[0]} {wrong}")
+    env.step(f"fix {env.task.stages[1]} {env.task.answer(1)}")
+    assert env.memory_facts()["last_test_status"] == "6 stages left , a test failed"
+    get_tokenizer().encode(env.memory_facts()["last_test_status"])
+
+
+def test_check_prob_zero_is_the_silent_env_draw_for_draw():
+    """Without checks no extra random draw is made: the same seed gives the same observations and
+    tool seconds as an env built without the knob."""
+    a, b = make(n_stages=8), make(n_stages=8, check_prob=0.0)
+    a.reset(seed=5, options={"task_index": 2})
+    b.reset(seed=5, options={"task_index": 2})
+    acts = oracle_actions(a)
+    a.reset(seed=5, options={"task_index": 2})
+    assert [(s[0], s[4]["tool_seconds"]) for s in play(a, acts)] == [(s[0], s[4]["tool_seconds"]) for s in play(b, acts)]
+
+
+def test_check_prob_reports_about_that_share_of_fixes():
+    # 200 episodes x 8 fixes at p = 0.25: 400 expected reports, binomial sd sqrt(1600 * 0.25 * 0.75) = 17.3;
+    # 400 +- 70 is four sd
+    env = make(n_stages=8, check_prob=0.25)
+    shown = 0
+    for i in range(200):
+        env.reset(seed=i, options={"task_index": i})
+        acts = oracle_actions(env)
+        env.reset(seed=i, options={"task_index": i})
+        shown += sum(s[0].startswith("test : passed") for s in play(env, acts))
+    assert 330 <= shown <= 470
