@@ -216,12 +216,14 @@ if __name__ == "__main__":
 
 def test_own_model_page_lists_every_policy_knob_of_the_hf_kind():
     """docs/own-model.md's knob table names every ``PolicyConfig`` field a Hugging Face policy reads
-    (the tiny shape knobs d_model, n_layers, n_heads, mlp_ratio and the shared init knobs excepted)."""
+    (the tiny shape knobs d_model, n_layers, n_heads, mlp_ratio, the tiny separate critic's
+    critic_d_model / critic_n_layers and the shared init knobs excepted)."""
     from dataclasses import fields
 
     from experiments.runtime.schema import PolicyConfig
 
     table = (ROOT / "docs" / "own-model.md").read_text()
-    tiny_or_shared = {"d_model", "n_layers", "n_heads", "mlp_ratio", "init_checkpoint", "init_seed"}
+    tiny_or_shared = {"d_model", "n_layers", "n_heads", "mlp_ratio", "critic_d_model", "critic_n_layers",
+                      "init_checkpoint", "init_seed"}
     missing = [f.name for f in fields(PolicyConfig) if f.name not in tiny_or_shared and f"`policy.{f.name}`" not in table]
     assert not missing, f"docs/own-model.md does not list {missing}"
