@@ -7,7 +7,8 @@ override strings the way ``python -m experiments.train`` does. :func:`validate` 
 every entry point calls, before any model, env or file is touched) builds the typed object (which
 runs every ``__post_init__``), then builds the env and its compression wrapper once
 (:func:`check_env`) so bad constructor kwargs fail the same way, and checks a Hugging Face policy's
-tokenizer and chat template (:func:`check_policy`): a :class:`ConfigError` of one line.
+tokenizer and chat template and derives (or checks) its action budget in that tokenizer
+(:func:`check_policy`): a :class:`ConfigError` of one line.
 """
 
 from __future__ import annotations
@@ -18,19 +19,26 @@ from pathlib import Path
 import gymnasium
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 import envs
 from algos.hf_backend import load_layout, lora_target_problem
 from experiments.runtime.build import compression_kwargs, env_kwargs
-from experiments.runtime.schema import ALGO_SCHEMAS, ConfigError, TrainConfig, is_pair_run
+from experiments.runtime.models import register_resolvers
+from experiments.runtime.schema import ALGO_SCHEMAS, ConfigError, TrainConfig, check_action_budget, is_pair_run
+from experiments.runtime.warmstart import demo_actions
 
+#: ids a Hugging Face policy's derived action budget allows beyond the longest demo action
+#: (numbers one digit longer, a different argument; ``check_action_tokens``)
+ACTION_TOKEN_MARGIN = 4
 #: ``configs/`` of the repository (what ``@hydra.main(config_path="../configs")`` of experiments/train.py reads)
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 
 
 def register_configs() -> None:
-    """``train_schema`` (the root) and one schema per algorithm in the ``algo`` group."""
+    """``train_schema`` (the root) and one schema per algorithm in the ``algo`` group, and the
+    ``${agentrl.model:NAME}`` resolver of cached pretrained models (``experiments.runtime.models``)."""
+    register_resolvers()
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     for name, schema in ALGO_SCHEMAS.items():
@@ -53,6 +61,8 @@ def to_object(cfg) -> TrainConfig:
         raise
     except Exception as e:  # OmegaConf type / missing-value errors: keep them to one line
         cause = e.__cause__ or e.__context__
+        while cause is not None and not isinstance(cause, ConfigError):  # a resolver's ConfigError, however wrapped
+            cause = cause.__cause__ or cause.__context__
         if isinstance(cause, ConfigError):
             raise cause from None
         raise ConfigError(_one_line(e)) from None
@@ -65,6 +75,9 @@ def validate(cfg) -> TrainConfig:
     c = to_object(cfg)
     check_env(c)
     check_policy(c)
+    if isinstance(cfg, DictConfig):  # the derived budget, so the run's saved config states it
+        with read_write(cfg), open_dict(cfg):
+            cfg.rollout.max_action_tokens = c.rollout.max_action_tokens
     return c
 
 
@@ -102,19 +115,46 @@ def check_env(c: TrainConfig) -> None:
 def check_policy(c: TrainConfig) -> None:
     """``policy.kind=hf``: load the model's tokenizer and config (not its weights) and check its
     chat template and end-of-turn token (``algos.hf_backend.load_layout``) and, with LoRA, that
-    the target modules exist (``lora_target_problem``, on the meta device); a problem becomes a
-    one-line ``ConfigError`` naming the policy fields. The tiny policy needs no check."""
+    the target modules exist (``lora_target_problem``, on the meta device), derive or check the
+    action budget in its tokenizer (``check_action_tokens``) and that the first turn's template
+    and system prompt leave room in ``policy.max_len``; a problem becomes a one-line
+    ``ConfigError`` naming the fields. The tiny policy needs no check."""
     if c.policy.kind != "hf":
         return
     p = c.policy
     try:
-        load_layout(p.path, p.end_token or None, p.system_prompt or None)
+        layout = load_layout(p.path, p.end_token or None, p.system_prompt or None)
     except (ValueError, OSError) as e:
         hub = "" if Path(p.path).is_dir() else " (a hub id loads only with a network or from the local Hugging Face cache)"
         raise ConfigError(f"policy.path={p.path!r} (end_token={p.end_token!r}){hub}: " + " ".join(str(e).split())) from None
     problem = lora_target_problem(p.path, p.lora_targets) if p.lora_r > 0 else None
     if problem:
         raise ConfigError(f"policy.lora_targets={p.lora_targets!r}: {problem}")
+    check_action_tokens(c, layout)
+    head = len(layout.first("", p.max_len)[0]) + c.rollout.max_action_tokens + 2
+    if head > p.max_len:
+        raise ConfigError(f"policy.max_len={p.max_len} is too small for policy.path={p.path!r} with its system prompt: "
+                          f"the first turn renders to {head - c.rollout.max_action_tokens - 2} ids before any observation; "
+                          f"need policy.max_len >= {head} (with rollout.max_action_tokens={c.rollout.max_action_tokens})")
 
 
-__all__ = ["CONFIG_DIR", "check_env", "check_policy", "compose_config", "register_configs", "to_object", "validate"]
+def check_action_tokens(c: TrainConfig, layout) -> None:
+    """``rollout.max_action_tokens`` of a Hugging Face policy, from the longest action of the warm
+    start's demonstrations in the model's tokenizer (``n`` ids before the end id): unset (null) it
+    becomes ``n + ACTION_TOKEN_MARGIN``; set below ``n`` with ``policy.init_checkpoint=warmstart``
+    it is a ``ConfigError`` (the warm start could not lay that demo out); then the budget's
+    window checks (``check_action_budget``)."""
+    r = c.rollout
+    n, action = max(((len(layout.action_ids(a)) - 1, a) for a in demo_actions(c)), default=(0, ""))
+    need = n + ACTION_TOKEN_MARGIN
+    if r.max_action_tokens is None:
+        r.max_action_tokens = need
+    elif r.max_action_tokens < n and c.policy.init_checkpoint == "warmstart":
+        raise ConfigError(f"rollout.max_action_tokens={r.max_action_tokens} is below the longest warm-start demo action "
+                          f"in the tokenizer of policy.path={c.policy.path!r} ({action!r}: {n} tokens); allowed: >= {n}, "
+                          f"or null for {need} (the longest plus {ACTION_TOKEN_MARGIN})")
+    check_action_budget(c)
+
+
+__all__ = ["ACTION_TOKEN_MARGIN", "CONFIG_DIR", "check_action_tokens", "check_env", "check_policy", "compose_config",
+           "register_configs", "to_object", "validate"]

@@ -29,7 +29,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -40,8 +40,8 @@ from envs import long_horizon_agents as lh_agents
 from envs import long_horizon_v3_agents as lh3_agents
 from envs.episode import run_episode
 from experiments.runtime.bc import behaviour_clone
-from experiments.runtime.build import (compression_kwargs, eval_engine, make_env, new_policy, policy_layout, policy_shape,
-                                      start_eval_seed)
+from experiments.runtime.build import (compression_kwargs, env_kwargs, eval_engine, make_env, new_policy, policy_layout,
+                                      policy_shape, start_eval_seed)
 from experiments.runtime.rundir import atomic_save, atomic_write_text, file_lock
 from experiments.runtime.schema import TrainConfig, fingerprint
 from experiments.runtime.seeds import DEMO
@@ -155,21 +155,40 @@ def policy_identity(c: TrainConfig) -> dict:
     return ident
 
 
-def demonstrations(c: TrainConfig, layout: ContextLayout = WORD_LAYOUT) -> list:
-    """``warmstart.demos`` noisy-oracle episodes on train tasks, as trajectories in ``layout``."""
+def demo_episodes(c: TrainConfig) -> Iterator[tuple]:
+    """The warm start's ``warmstart.demos`` noisy-oracle episodes on train tasks, in order, each as
+    :func:`play_demo` returns it (one env, closed at the end)."""
     agent = make_demo_agent(c.env.name, c.warmstart.noise, c.warmstart.agent)
     env = make_env(c)
+    try:
+        for i in range(c.warmstart.demos):
+            yield play_demo(env, agent, DEMO(c.warmstart.seed, i), {"task_index": i % c.env.train_tasks, "split": "train"})
+    finally:
+        env.close()
+
+
+def demonstrations(c: TrainConfig, layout: ContextLayout = WORD_LAYOUT) -> list:
+    """``warmstart.demos`` noisy-oracle episodes on train tasks, as trajectories in ``layout``."""
     out = []
-    for i in range(c.warmstart.demos):
-        seed = DEMO(c.warmstart.seed, i)
-        options = {"task_index": i % c.env.train_tasks, "split": "train"}
-        obs, acts, rews, infos, term, trunc = play_demo(env, agent, seed, options)
+    for i, (obs, acts, rews, infos, term, trunc) in enumerate(demo_episodes(c)):
         tr = demo_to_trajectory(obs, acts, rews, infos, term, trunc, c.policy.max_len,
                                 c.rollout.max_action_tokens, group_id=i, layout=layout)
         if not tr.masked:
             out.append(tr)
-    env.close()
     return out
+
+
+#: demo_actions' results by the config fields that determine the demos (validation reads them once per process)
+_DEMO_ACTIONS: dict[str, frozenset[str]] = {}
+
+
+def demo_actions(c: TrainConfig) -> frozenset[str]:
+    """Every distinct action text of the warm start's demonstrations (:func:`demo_episodes`)."""
+    key = json.dumps([c.env.id, env_kwargs(c), compression_kwargs(c), c.env.train_tasks, c.warmstart.agent,
+                      c.warmstart.noise, c.warmstart.demos, c.warmstart.seed], sort_keys=True, default=str)
+    if key not in _DEMO_ACTIONS:
+        _DEMO_ACTIONS[key] = frozenset(a for episode in demo_episodes(c) for a in episode[1])
+    return _DEMO_ACTIONS[key]
 
 
 def ensure_warmstart(c: TrainConfig, verbose: bool = True) -> WarmStart:

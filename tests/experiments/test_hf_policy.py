@@ -55,6 +55,44 @@ def test_hf_model_problems_are_one_line_errors_before_any_compute(hf_model_dir):
                                  "algo=ppo_ctde"]))
 
 
+def test_the_action_budget_is_derived_from_the_tokenizer_when_unset(hf_model_dir):
+    """``rollout.max_action_tokens`` unset: the tiny policy's 12 words (the same run hash and
+    warm-start key as an explicit 12), a Hugging Face policy's longest warm-start demo action in
+    its tokenizer plus the margin; the composed config is given the derived value."""
+    from algos.hf_backend import load_layout
+    from experiments.runtime.config import ACTION_TOKEN_MARGIN
+    from experiments.runtime.rundir import config_hash
+    from experiments.runtime.warmstart import demo_actions
+
+    tiny, tiny12 = (validate(compose_config(["experiment=tiny", *o])) for o in ((), ("rollout.max_action_tokens=12",)))
+    assert tiny.rollout.max_action_tokens == 12
+    assert (config_hash(tiny), cache_key(tiny)) == (config_hash(tiny12), cache_key(tiny12))
+    cfg = compose_config([*TINY_HF, f"policy.path={hf_model_dir}"])
+    c = validate(cfg)
+    layout = load_layout(hf_model_dir)
+    longest = max(len(layout.action_ids(a)) - 1 for a in demo_actions(c))
+    assert c.rollout.max_action_tokens == cfg.rollout.max_action_tokens == longest + ACTION_TOKEN_MARGIN
+
+
+def test_a_too_small_action_budget_stops_the_entry_point_before_any_compute(tmp_path, hf_model_dir):
+    run_dir, ws = tmp_path / "run", tmp_path / "ws"
+    proc = run_entry("experiments.train", [*TINY_HF, f"policy.path={hf_model_dir}", "rollout.max_action_tokens=1",
+                                           f"run_dir={run_dir}", f"warmstart.cache_dir={ws}"], cwd=ROOT, env=None)
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("config error: rollout.max_action_tokens=1 is below the longest warm-start demo action in "
+                           f"the tokenizer of policy.path={str(hf_model_dir)!r}") and "allowed: >= " in line
+    assert not run_dir.exists() and not ws.exists()  # no run directory, no warm start
+    # without the warm start no demo is laid out: a small budget caps the policy's actions, nothing more
+    assert hf_config(hf_model_dir, "rollout.max_action_tokens=1", "policy.init_checkpoint=").rollout.max_action_tokens == 1
+
+
+def test_a_system_prompt_longer_than_the_window_is_a_config_error(hf_model_dir):
+    with pytest.raises(ConfigError, match=r"^policy.max_len=512 is too small for policy.path=.* with its system prompt: "
+                                          r"the first turn renders to \d+ ids before any observation; need policy.max_len >= "):
+        hf_config(hf_model_dir, "policy.system_prompt='" + "run_tests " * 600 + "'")
+
+
 def test_ppo_with_hf_gets_a_value_head_and_grpo_none(hf_model_dir):
     assert resolve_critic(hf_config(hf_model_dir, "algo=ppo")) == "head"
     assert resolve_critic(hf_config(hf_model_dir, "algo=grpo")) == "none"

