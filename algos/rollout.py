@@ -58,8 +58,11 @@ class RolloutRequest:
     trajectory with the same ``options`` and ``seed``, so the env replays it exactly), then
     sampling continues; ``reseed`` (None: keep the stream) re-seeds the env's future tool
     latencies and faults (``reseed_tools``) just before the first token that is sampled, so
-    branches of one state differ in the env's randomness as well as in the policy's. Forced tokens
-    are recorded like sampled ones (a branch is for measurement, never for training)."""
+    branches of one state differ in the env's randomness as well as in the policy's. On an env
+    without a tool stream (``has_tool_stream`` False) ``reseed`` must be None: its branches differ
+    in the policy's samples only (every slot draws its own uniforms from ``collect``'s generator
+    once its forced tokens are used up). Forced tokens are recorded like sampled ones (a branch is
+    for measurement, never for training)."""
 
     options: dict | None
     seed: int
@@ -249,13 +252,19 @@ class RolloutEngine:
         return False
 
 
+def has_tool_stream(env) -> bool:
+    """True when ``env`` (its ``unwrapped``) can re-seed its future tool latencies and faults
+    (``reseed_tools(seed)``): the envs a ``RolloutRequest.reseed`` applies to."""
+    return callable(getattr(env.unwrapped, "reseed_tools", None))
+
+
 def reseed_tools(env, seed: int) -> None:
     """Re-seed the future tool latencies and faults of ``env``'s episode in progress (its
     ``unwrapped.reseed_tools``); ``ValueError`` for an env that has no such stream."""
-    target = getattr(env.unwrapped, "reseed_tools", None)
-    if target is None:
-        raise ValueError(f"RolloutRequest.reseed needs an env with reseed_tools(seed); {env.unwrapped.spec.id} has none")
-    target(seed)
+    if not has_tool_stream(env):
+        raise ValueError(f"RolloutRequest.reseed needs an env with reseed_tools(seed); {env.unwrapped.spec.id} has none "
+                         "(branch it with reseed=None: see has_tool_stream)")
+    env.unwrapped.reseed_tools(seed)
 
 
 def state_key_of(info: dict) -> int:
@@ -440,4 +449,5 @@ def make_requests(
 
 
 __all__ = ["RolloutEngine", "RolloutRequest", "TOOL_FAILURE_STATUSES", "demo_to_trajectory", "evaluate",
-           "make_requests", "read_env_tokens", "record_step", "reseed_tools", "state_key_of"]
+           "has_tool_stream", "make_requests", "read_env_tokens", "record_step", "reseed_tools",
+           "state_key_of"]
