@@ -25,9 +25,11 @@ BugFix agents (``AGENTS`` registry, build with ``make_agent(name, **kwargs)``):
   and pass / fail): ``blind_enumerate`` (run_tests, view main, then every single-token catalogue
   edit of the hinted line - every line without hints - each followed by run_tests, submit on a
   pass), ``fit_visible`` (view tests, then a linear fit ``t = x * a`` / ``return t + b`` when the
-  visible tests are collinear, else a piecewise ``if x <= X then return Y`` table, then submit)
-  and ``delete_lines`` (delete one line at a time, hinted line first, run_tests after each, undo
-  on a failure, submit on a pass).
+  visible tests are collinear, else a piecewise ``if x <= X then return Y`` table, then submit),
+  ``delete_lines`` (delete one line at a time, hinted line first, run_tests after each, undo
+  on a failure, submit on a pass) and ``blind_constants`` / ``blind_variables`` (every integer of the
+  vocabulary, every variable, in each such token of the hinted line, last token first, run_tests
+  after each; the last guess is submitted untested when no turn is left to test it).
 
 Scripted agents may read ``env.unwrapped`` (the oracle must know the fix); each takes its
 randomness from its own generator seeded in ``reset``.
@@ -40,6 +42,7 @@ from typing import Any, Callable
 import numpy as np
 
 from envs.bugfix import CMPS, FLIP, HIGH, INT_WORDS, INVERT, LOW, OPS, USAGE, VARS, single_token_edits
+from envs.bugfix.tasks import HELDOUT_CONSTANTS, LINK_CONSTANTS, TRAIN_CONSTANTS
 from envs import episode
 from envs.tools import TIMEOUT_TEXT
 
@@ -451,11 +454,61 @@ class BlindEnumerateAgent(PlanAgent):
         elif action == "view main" and self.candidates is None:
             lines = tuple(_numbered(observation))
             targets = [self.hint - 1] if self.hint is not None and self.hint <= len(lines) else range(len(lines))
-            self.candidates = []
-            for i in targets:
-                for edited in single_token_edits((lines[i],)):
-                    self.candidates.append(f"replace {i + 1} {edited[0]}")
+            self.candidates = [f"replace {i + 1} {edited}" for i in targets for edited in self.edits(lines[i])]
             self.queue = [self.candidates.pop(0), "run_tests"] if self.candidates else ["give_up"]
+
+    def edits(self, line: str) -> list[str]:
+        """The edited versions of ``line`` to try, in order: every single-token catalogue edit."""
+        return [edited[0] for edited in single_token_edits((line,))]
+
+
+# the integers a blind search tries first: the reading tasks' linked values, every other preset's
+# constants, then the rest by magnitude
+CONSTANT_ORDER = tuple(dict.fromkeys([*(str(n) for n in LINK_CONSTANTS + TRAIN_CONSTANTS + HELDOUT_CONSTANTS),
+                                      *sorted(INT_WORDS, key=lambda w: (abs(int(w)), int(w)))]))
+
+
+class BlindWordsAgent(BlindEnumerateAgent):
+    """Program-blind: puts every word of one vocabulary class into each token of that class on
+    the hinted line (every line without a hint), last token first, ``run_tests`` after each;
+    submits on a pass, and submits its last guess untested when one turn is left after it."""
+
+    name = "blind_words"
+    WORDS: tuple[str, ...] = VARS
+
+    def reset(self, env, seed: int | None = None) -> None:
+        super().reset(env, seed)
+        self.turns = 0
+        self.max_turns = self.env.config.max_turns
+
+    def edits(self, line: str) -> list[str]:
+        words = line.split(" ")
+        out = []
+        for p in reversed(range(1, len(words))):
+            if words[p] in self.WORDS:
+                out += [" ".join(words[:p] + [w] + words[p + 1:]) for w in self.WORDS if w != words[p]]
+        return out
+
+    def act(self, observation: str, info: dict) -> str:
+        action = super().act(observation, info)
+        self.turns += 1
+        if action.startswith("replace ") and self.turns == self.max_turns - 1:
+            self.queue = ["submit"]  # no turn left to test it
+        return action
+
+
+class BlindConstantsAgent(BlindWordsAgent):
+    """``blind_words`` over the integers of the vocabulary (``CONSTANT_ORDER``)."""
+
+    name = "blind_constants"
+    WORDS = CONSTANT_ORDER
+
+
+class BlindVariablesAgent(BlindWordsAgent):
+    """``blind_words`` over the variables ``x t u v`` (operands and assignment targets)."""
+
+    name = "blind_variables"
+    WORDS = VARS
 
 
 class FitVisibleAgent(PlanAgent):
@@ -541,9 +594,11 @@ AGENTS: dict[str, Callable[..., Agent]] = {
     "blind_enumerate": BlindEnumerateAgent,
     "fit_visible": FitVisibleAgent,
     "delete_lines": DeleteLinesAgent,
+    "blind_constants": BlindConstantsAgent,
+    "blind_variables": BlindVariablesAgent,
 }
 BUGFIX_AGENTS = tuple(AGENTS)
-BLIND_AGENTS = ("blind_enumerate", "fit_visible", "delete_lines")
+BLIND_AGENTS = ("blind_enumerate", "fit_visible", "delete_lines", "blind_constants", "blind_variables")
 HACK_AGENTS = tuple(name for name in AGENTS if name.startswith("hack_"))
 # The hack flag each hack agent is expected to raise.
 HACK_AGENT_FLAG = {

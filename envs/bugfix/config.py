@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from envs.bugfix.tasks import BUG_KINDS, TaskSpec
+from envs.bugfix.tasks import ALL_BUG_KINDS, BUG_KINDS, TaskSpec
 from envs.tools import FaultConfig
 
 REWARD_MODES = ("outcome", "process", "biased_process")
@@ -35,7 +35,7 @@ class BugFixConfig:
     """Difficulty and reward knobs (see ``DIFFICULTIES`` for the presets).
 
     program_lines: (min, max) lines of the reference program (2..7). bug_kinds: allowed entries
-    of ``BUG_KINDS``. n_bugs: bugs injected per task (1..3, at most min lines - 1). hints:
+    of ``ALL_BUG_KINDS``. n_bugs: bugs injected per task (1..3, at most min lines - 1). hints:
     run_tests names the first wrong line. max_turns: turn limit. time_limit: ``truncation`` (the
     limit is outside the task: stop reason ``max_turns`` is truncated, PPO bootstraps) or
     ``termination`` (the limit is part of the task: ``max_turns`` terminates and every observation
@@ -72,9 +72,9 @@ class BugFixConfig:
         if (len(lines) != 2 or any(isinstance(v, bool) or not isinstance(v, int) for v in lines)
                 or not lo_ok <= lines[0] <= lines[1] <= hi_ok):
             raise ValueError(f"program_lines={list(lines)!r} invalid; allowed: [min, max] with {lo_ok} <= min <= max <= {hi_ok}")
-        bad = [k for k in self.bug_kinds if k not in BUG_KINDS]
+        bad = [k for k in self.bug_kinds if k not in ALL_BUG_KINDS]
         if bad or not self.bug_kinds:
-            raise ValueError(f"bug_kinds={list(self.bug_kinds)!r} invalid; allowed: a non-empty subset of {', '.join(BUG_KINDS)}")
+            raise ValueError(f"bug_kinds={list(self.bug_kinds)!r} invalid; allowed: a non-empty subset of {', '.join(ALL_BUG_KINDS)}")
         _check_int("n_bugs", self.n_bugs, 1, 3)
         if self.n_bugs > lines[0] - 1:
             raise ValueError(f"n_bugs={self.n_bugs} needs programs of at least {self.n_bugs + 1} lines; "
@@ -133,6 +133,15 @@ DIFFICULTIES: dict[str, dict[str, Any]] = {
         program_lines=(5, 7), bug_kinds=BUG_KINDS, n_bugs=3, hints=False, max_turns=8,
         wall_clock_limit=45.0, protected_readable=False,
         faults=dict(timeout_prob=0.05, flaky_prob=0.1, crash_prob=0.001),
+    ),
+    # reading the program is the skill: every reference links the threshold of x and the operand
+    # of its conditional line (``if x > 23 then t = x - 23``), the bug replaces the operand by
+    # another of 24 values, the fix copies the threshold back; tutorial's hint and faults, easy's
+    # turn limit: a blind search of the hinted line's integers gets 2 guesses among 23 values
+    "reading": dict(
+        program_lines=(2, 3), bug_kinds=("stale_constant",), n_bugs=1, hints=True,
+        max_turns=6, wall_clock_limit=120.0, protected_readable=True,
+        faults=dict(timeout_prob=0.02, flaky_prob=0.02, crash_prob=0.001),
     ),
 }
 BASE_DIFFICULTY = "easy"

@@ -42,7 +42,8 @@ class BugFixEnv(TrapTools, gymnasium.Env):
     ## Description
     ``main`` is a short program in a small integer language (``envs/bugfix/language.py``) into
     which 1-3 bugs were injected (flip an operator, invert or change a comparison, change a
-    constant, read the wrong variable, swap operands, drop a statement). Tasks are generated
+    constant, read the wrong variable, swap operands, drop a statement; ``reading``: an operand
+    that copies the threshold of ``x`` holds a stale value). Tasks are generated
     procedurally (``envs/bugfix/tasks.py``): task ``i`` of a split is a pure function of
     ``(knobs, split, i)``, any ``i >= 0`` exists, and the held-out split has its own program
     shapes and constants and never computes a train reference's function.
@@ -109,12 +110,18 @@ class BugFixEnv(TrapTools, gymnasium.Env):
     the same state reached along different paths or at different turns shares one key (GiGPO).
 
     ## Arguments
-    ``difficulty``: ``tutorial | easy | medium | hard | extreme`` or a dict of knobs on top of
+    ``difficulty``: ``tutorial | easy | medium | hard | extreme | reading`` or a dict of knobs on top of
     ``easy``; further keyword knobs override it (``envs/bugfix/config.py``, ``envs.tools.FaultConfig``;
     ``faults=False`` disables timeouts, flaky runs and crashes). ``render_mode``: ``ansi``.
     Every knob is validated in the constructor (``ValueError`` naming it and the allowed values).
 
     ## Version History
+    - v2, extended without a version bump: the ``reading`` difficulty (bug kind
+      ``stale_constant``, its own task pool) and more program-blind fits in the task filter
+      (nearest-input tables, integer lines through two visible tests in either saturation order,
+      lookup tables, constants). A task of another difficulty differs only where a widened fit
+      passes its training grader (hard held-out task 38 among the first 1 000 train and 1 000
+      held-out tasks of each preset); ``tests/envs/test_task_streams_pinned.py`` holds.
     - v2: the evaluation verifier is exact (functional equivalence with the reference on every
       input -99..199). v1's verifier sampled the -50..69 inputs outside the training grader's, so
       it never saw the constants a program compares ``x`` with and accepted programs wrong only

@@ -8,8 +8,10 @@ finite lists, so there is no modulo and no range check.
 Reference programs (``program_lines`` lines, the last an unconditional ``return``) are drawn from a
 small grammar: assignments and conditional assignments / returns over ``x t u v``, the operators
 ``+ - *`` and constants. A reference is kept when no saturating line fits it on the domain (so
-none passes the exact verifier) and no program-blind fit of the visible tests (a saturating line,
-a step table: ``fits_pass``) passes the training grader, takes at least ``n_visible_tests + 1`` distinct values on its hidden training inputs (so no program that
+none passes the exact verifier) and no program-blind fit of the visible tests (``fits_pass``: a
+saturating line through the graded outputs, or a program of ``blind_fits``: step and
+nearest-input tables, integer lines through two visible tests, lookup tables, constants) passes
+the training grader, takes at least ``n_visible_tests + 1`` distinct values on its hidden training inputs (so no program that
 only returns visible outputs can pass the training grader), and every line matters (dropping any
 line changes the function).
 
@@ -36,6 +38,14 @@ Bugs: ``n_bugs`` mutations of distinct lines, each drawn uniformly among the can
 the allowed kinds (uniform over candidates, not over kinds, so no single edit is a likely guess).
 A task is dropped when some single-token edit of the buggy program passes every visible test but
 computes another function than the reference (two minimal fixes with different behaviour).
+
+Reading tasks (bug kind ``stale_constant``, the ``reading`` preset): the reference has one
+conditional line, a threshold ``if x CMP K`` whose statement ends with ``+ K`` / ``- K``:
+``link_constant`` sets both to one value ``K`` drawn uniformly from ``LINK_CONSTANTS`` (the shape
+and constants rules apply to the program before linking, the behaviour rule to the linked
+reference). The bug writes another ``LINK_CONSTANTS`` value into that operand; the fix copies the
+threshold back, so it is written in the program and not in the tests: a task is also dropped when
+another integer in the bug's place passes the visible tests with another function.
 """
 
 from __future__ import annotations
@@ -57,9 +67,19 @@ HELDOUT_CONSTANTS = (7, 11, 13)
 HELDOUT_SHAPE_MODULUS = 4
 SINGLE_TOKEN_KINDS = ("flip_operator", "invert_condition", "change_comparison", "change_constant", "wrong_variable")
 BUG_KINDS = SINGLE_TOKEN_KINDS + ("swap_operands", "drop_statement")
+# kinds whose fix is written in the program text: ``stale_constant`` also makes every reference
+# link its threshold and one operand (``link_constant``); the hard / extreme presets' BUG_KINDS
+# exclude them, so their task streams do not depend on them
+READING_KINDS = ("stale_constant",)
+ALL_BUG_KINDS = BUG_KINDS + READING_KINDS
+# the linked constant K of a reading reference and the stale value that replaces its operand copy:
+# uniform over 24 values above every preset's constants (so K is the only such value in a
+# program); few enough that the tiny policy copies each one exactly after behaviour cloning
+LINK_CONSTANTS = tuple(range(14, 38))
 INVERT = {"<": ">=", ">=": "<", ">": "<=", "<=": ">", "==": "!=", "!=": "=="}
 CONSTANT_STEPS = (1, -1, 2, -2, 3, -3, 4, -4)
 MAX_ATTEMPTS = 5000
+_INTEGERS = tuple(str(n) for n in range(LOW, HIGH + 1))
 _SALT = 0xB06F1
 
 
@@ -148,7 +168,63 @@ def mutations(program: tuple[str, ...], kinds: tuple[str, ...]) -> list[Mutation
                     out.append(Mutation("swap_operands", i, tuple(words[:p - 1] + [b, w, a] + words[p + 2:]), p))
         if "drop_statement" in kinds and i != last:
             out.append(Mutation("drop_statement", i, None))
+    if "stale_constant" in kinds:
+        out += _stale_constants(program)
     return out
+
+
+def threshold_of(program: tuple[str, ...]) -> int | None:
+    """The constant ``K`` of the program's one conditional line when that line compares ``x``
+    with it (``if x CMP K then ...``); None when no line or several lines are conditional."""
+    conditional = [line for line in program if line.startswith("if ")]
+    if len(conditional) != 1:
+        return None
+    words = conditional[0].split(" ")
+    return int(words[3]) if words[1] == "x" and words[3] in INT_WORDS else None
+
+
+def operand_lines(program: tuple[str, ...]) -> list[int]:
+    """The lines (0-based) that end by adding or subtracting a constant (``... A + K``, ``... A - K``)."""
+    out = []
+    for i, line in enumerate(program):
+        w = line.split(" ")
+        if len(w) >= 3 and w[-1] in INT_WORDS and w[-2] in ("+", "-"):
+            out.append(i)
+    return out
+
+
+def _stale_constants(program: tuple[str, ...]) -> list[Mutation]:
+    """``stale_constant`` bugs: an operand equal to the threshold (``threshold_of``) becomes
+    another ``LINK_CONSTANTS`` value."""
+    k = threshold_of(program)
+    if k is None:
+        return []
+    out = []
+    for i in operand_lines(program):
+        words = program[i].split(" ")
+        p = len(words) - 1
+        if int(words[p]) != k:
+            continue
+        for d in LINK_CONSTANTS:
+            if d != k:
+                out.append(Mutation("stale_constant", i, tuple(words[:p] + [str(d)] + words[p + 1:]), p))
+    return out
+
+
+def link_constant(rng: np.random.Generator, program: tuple[str, ...]) -> tuple[str, ...] | None:
+    """``program`` with the threshold of its conditional line and the constant that line ends
+    with (``if x CMP K then ... A + K`` / ``- K``) set to one ``LINK_CONSTANTS`` value: the
+    operand's value is written in its own condition. None when the program has no threshold
+    (``threshold_of``) or its conditional line does not end with ``+`` / ``-`` a constant."""
+    if threshold_of(program) is None:
+        return None
+    (line,) = [i for i, text in enumerate(program) if text.startswith("if ")]
+    if line not in operand_lines(program):
+        return None
+    k = str(_pick(rng, LINK_CONSTANTS))
+    words = program[line].split(" ")
+    words[3] = words[-1] = k
+    return program[:line] + (" ".join(words),) + program[line + 1:]
 
 
 def single_token_edits(program: tuple[str, ...]) -> list[tuple[str, ...]]:
@@ -332,16 +408,60 @@ def step_tables(points: list[tuple[int, int]]) -> tuple[tuple[str, ...], ...]:
             tuple(f"if x >= {x} then return {y}" for x, y in down[:-1]) + (f"return {down[-1][1]}",))
 
 
+def nearest_tables(points: list[tuple[int, int]]) -> tuple[tuple[str, ...], ...]:
+    """The two nearest-visible-input interpolants through ``points``: ``if x <= M then return Y``
+    with ``M`` the midpoint between neighbouring inputs (rounded down, then up)."""
+    up = sorted(points)
+    return tuple(tuple(f"if x <= {(a + b + r) // 2} then return {y}" for (a, y), (b, _) in zip(up, up[1:]))
+                 + (f"return {up[-1][1]}",) for r in (0, 1))
+
+
+def affine_fits(points: list[tuple[int, int]]) -> list[tuple[str, ...]]:
+    """Integer lines through every pair of ``points``, written the two ways saturation tells
+    apart: ``t = x * a`` / ``return t + b`` (``fit_visible``'s program for the outer pair) and,
+    when ``b / a`` is an integer ``c``, ``t = x + c`` / ``return t * a``."""
+    out = []
+    for i, (x0, y0) in enumerate(points):
+        for x1, y1 in points[i + 1:]:
+            if x1 == x0 or (y1 - y0) % (x1 - x0):
+                continue
+            a = (y1 - y0) // (x1 - x0)
+            b = y0 - a * x0
+            if LOW <= a <= HIGH and LOW <= b <= HIGH:
+                out.append((f"t = x * {a}", f"return t + {b}"))
+                if a and b % a == 0 and LOW <= b // a <= HIGH:
+                    out.append((f"t = x + {b // a}", f"return t * {a}"))
+    return out
+
+
+def lookup_tables(points: list[tuple[int, int]]) -> list[tuple[str, ...]]:
+    """``if x == X then return Y`` for every visible test, then each visible output as the default."""
+    rows = tuple(f"if x == {x} then return {y}" for x, y in points)
+    return [rows + (f"return {y}",) for y in dict.fromkeys(y for _, y in points)]
+
+
+def blind_fits(visible: list[tuple[int, int]]) -> list[tuple[str, ...]]:
+    """Programs written from the visible tests alone (no line of main read): step tables,
+    nearest-input tables, integer lines through pairs of tests, lookup tables, constants."""
+    points = sorted(visible)
+    constants = [(f"return {y}",) for y in dict.fromkeys(y for _, y in points)]
+    return [*step_tables(points), *nearest_tables(points), *affine_fits(points), *lookup_tables(points), *constants]
+
+
 def fits_pass(visible: list[tuple[int, int]], graded: list[tuple[int, int]]) -> bool:
     """True when a program-blind fit passes every ``graded`` test: a saturating line through the
-    graded outputs (``_is_affine``), or a step table through the ``visible`` tests."""
+    graded outputs (``_is_affine``), or a program of ``blind_fits(visible)``."""
     xs = np.asarray([x for x, _ in graded], dtype=np.int64)
     ys = np.asarray([y for _, y in graded], dtype=np.int64)
     if _is_affine(xs, ys):
         return True
     inputs = tuple(int(x) for x in xs)
     expected = tuple(int(y) for y in ys)
-    return any(run_program(table, inputs) == expected for table in step_tables(visible))
+    for fit in blind_fits(visible):
+        compiled = compile_program(fit)
+        if all(execute(compiled, x) == y for x, y in zip(inputs, expected)):
+            return True
+    return False
 
 
 def good_reference(program: tuple[str, ...], outputs: np.ndarray) -> bool:
@@ -430,12 +550,35 @@ def _ambiguous(buggy, ref_out: np.ndarray, visible: list[int], expected: tuple) 
     return False
 
 
+def _ambiguous_constant(buggy, bugs: tuple[Mutation, ...], ref_out: np.ndarray, visible: list[int],
+                        expected: tuple) -> bool:
+    """True when a ``stale_constant`` bug's token, set to any integer of the language, passes the
+    visible tests but computes another function than the reference (the fix is unique)."""
+    for m in bugs:
+        if m.kind != "stale_constant":
+            continue
+        line = m.line - sum(1 for b in bugs if b.new is None and b.line < m.line)
+        for value in _INTEGERS:
+            words = list(m.new)
+            words[m.pos] = value
+            program = buggy[:line] + (" ".join(words),) + buggy[line + 1:]
+            compiled = compile_program(program)
+            if (all(execute(compiled, x) == y for x, y in zip(visible, expected))
+                    and not np.array_equal(function_of(program), ref_out)):
+                return True
+    return False
+
+
 def _try_task(rng, spec: TaskSpec, split: str, index: int) -> Task | None:
     lo, hi = spec.program_lines
     n_lines = int(rng.integers(lo, hi + 1))
     reference = random_program(rng, n_lines, split)
     if shape_split(reference) != split or constants_split(reference) != split:
         return None
+    if "stale_constant" in spec.bug_kinds:  # the split rules above hold for the program before linking
+        reference = link_constant(rng, reference)
+        if reference is None:
+            return None
     ref_out = function_of(reference)
     if behaviour_split(ref_out) != split or not good_reference(reference, ref_out):
         return None
@@ -455,7 +598,7 @@ def _try_task(rng, spec: TaskSpec, split: str, index: int) -> Task | None:
     if len({y[x] for x in hidden}) <= spec.n_visible_tests:
         return None
     expected = tuple(y[x] for x in visible)
-    if _ambiguous(buggy, ref_out, visible, expected):
+    if _ambiguous(buggy, ref_out, visible, expected) or _ambiguous_constant(buggy, bugs, ref_out, visible, expected):
         return None
     fix, log = fix_actions(reference, bugs)
     digest = zlib.crc32(repr((reference, buggy, visible)).encode())

@@ -1,8 +1,9 @@
 """``python -m experiments.calibrate``: the scripted floor / ceiling table
 (:mod:`experiments.probes.calibrate`) and, with ``--start-model``, the band of every LongHorizon-v3
-horizon: floor, start model, ceiling.
+horizon and of every BugFix band difficulty (``BUGFIX_BANDS``): floor, start model, ceiling.
 
     python -m experiments.calibrate --horizons 8 32 64 --start-model        # the horizon sweep's band
+    python -m experiments.calibrate --difficulties reading --no-long-horizon --start-model   # reading's band
 
 The start model of horizon ``h`` is the horizon preset's (``experiment=compare_horizon`` with
 ``env.kwargs.n_stages=h`` and the warm start's demos scaled as in
@@ -12,6 +13,13 @@ the cached behaviour-cloning warm start a sweep at that horizon starts from, bui
 ``eval.tasks`` x ``eval.samples_per_task`` attempts), the number every run of the sweep reports as
 ``start_model/success``. The band check of a horizon asks: start model in [0.15, 0.60], the best
 floor agent at least 0.10 below the start model, the oracle >= 0.95.
+
+A BugFix band difficulty's start model is the main job's (``experiment=compare_small`` with
+``env.kwargs.difficulty=<difficulty>``, plus the overrides after ``--``): its cached warm start,
+built when missing, and that warm start's own held-out evaluation (``eval.tasks`` x
+``eval.samples_per_task`` attempts). Its band check (printed with or without ``--start-model``)
+asks: the best floor agent <= 0.15, the oracle >= 0.95, and the start model >= the best floor +
+0.15; a failing BugFix band check makes the exit status 1.
 """
 
 from __future__ import annotations
@@ -35,6 +43,11 @@ START_RANGE = (0.15, 0.60)  # the start model's held-out success at every sweep 
 FLOOR_GAP = 0.10  # the best floor agent at least this far below the start model
 START_AGENT = "start_model"
 HORIZON_EXPERIMENT = "experiment=compare_horizon"
+# BugFix difficulties built for the main job's band: the floor, the start model's lead, the preset
+BUGFIX_BANDS = ("reading",)
+BUGFIX_FLOOR_MAX = 0.15
+START_LEAD = 0.15
+BUGFIX_EXPERIMENT = "experiment=compare_small"
 # the compare preset names its run directory and W&B group after Hydra's runtime, which a composed
 # config lacks; neither is part of the warm start's cache key
 OUTSIDE_HYDRA = ("run_dir=unused", "logger.group=calibrate")
@@ -55,12 +68,57 @@ def start_model_row(horizon: int, c: TrainConfig) -> Row:
     calibration row: its warm start's held-out evaluation (built when missing). LongHorizon-v3 pays
     0 or 1 and has no hack detectors, so the reward count is the rate times the scored episodes and
     nothing is flagged."""
+    return start_row(envs.LONG_HORIZON_V3_ID, f"stages={horizon}", c)
+
+
+def bugfix_start_model_config(difficulty: str, overrides: Sequence[str] = ()) -> TrainConfig:
+    """The validated config of the main job's preset on BugFix ``difficulty``."""
+    return validate(compose_config([BUGFIX_EXPERIMENT, *OUTSIDE_HYDRA, f"env.kwargs.difficulty={difficulty}",
+                                    *overrides]))
+
+
+def start_row(env_id: str, difficulty: str, c: TrainConfig) -> Row:
+    """The start model of config ``c`` as a calibration row: its warm start's held-out evaluation
+    (built when missing). The reward and hack counts are the rates times the scored episodes;
+    detector matches are not recorded there (flagged 0)."""
     ev = ensure_warmstart(c).start_eval
     episodes, masked = int(ev["eval/episodes"]), int(ev["eval/masked"])
     scored = episodes - masked
-    return Row(envs.LONG_HORIZON_V3_ID, f"stages={horizon}", START_AGENT, "start", True, None, episodes, masked,
+    return Row(env_id, difficulty, START_AGENT, "start", True, None, episodes, masked,
                round(ev["eval/success"] * scored), round(ev["eval/train_reward"] * scored),
                round(ev["eval/hack_rate"] * scored), 0, ev["eval/mean_turns"], math.nan)
+
+
+def bugfix_band_checks(rows: list[Row]) -> list[str]:
+    """One line per ``BUGFIX_BANDS`` difficulty in ``rows``: the best floor agent <=
+    ``BUGFIX_FLOOR_MAX``, the oracle >= ``CEILING_TARGET`` and, with a start-model row, the start
+    model >= the best floor + ``START_LEAD``; each number with its 95 % Wilson interval."""
+    out = []
+    for d in dict.fromkeys(r.difficulty for r in rows if r.env == envs.BUGFIX_ID and r.difficulty in BUGFIX_BANDS):
+        mine = {r.agent: r for r in rows if r.env == envs.BUGFIX_ID and r.difficulty == d}
+        floors = [r for r in mine.values() if r.role == "floor"]
+        if not floors or "oracle" not in mine:
+            continue
+        worst, oracle = max(floors, key=lambda r: r.success), mine["oracle"]
+        parts = [f"floor max {_with_interval(worst)} ({worst.agent}) <= {BUGFIX_FLOOR_MAX:.2f} "
+                 f"{_verdict(worst.success <= BUGFIX_FLOOR_MAX)}",
+                 f"oracle {_with_interval(oracle)} >= {CEILING_TARGET:.2f} {_verdict(oracle.success >= CEILING_TARGET)}"]
+        if START_AGENT in mine:
+            start = mine[START_AGENT]
+            lead = start.success - worst.success
+            parts.append(f"start model {_with_interval(start)} >= floor + {START_LEAD:.2f} "
+                         f"{_verdict(lead >= START_LEAD - 1e-9)}")
+        out.append(f"check band {d}: " + " | ".join(parts))
+    return out
+
+
+def _with_interval(row: Row) -> str:
+    low, high = row.interval
+    return f"{row.success:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _verdict(ok: bool) -> str:
+    return "ok" if ok else "FAIL"
 
 
 def band_checks(rows: list[Row]) -> list[str]:
@@ -68,7 +126,7 @@ def band_checks(rows: list[Row]) -> list[str]:
     :data:`START_RANGE`, the best floor agent at least :data:`FLOOR_GAP` below it, the oracle
     >= ``CEILING_TARGET``."""
     out = []
-    for d in dict.fromkeys(r.difficulty for r in rows if r.agent == START_AGENT):
+    for d in dict.fromkeys(r.difficulty for r in rows if r.agent == START_AGENT and r.env == envs.LONG_HORIZON_V3_ID):
         mine = {r.agent: r for r in rows if r.env == envs.LONG_HORIZON_V3_ID and r.difficulty == d}
         start = mine[START_AGENT]
         worst = max((r for r in mine.values() if r.role == "floor"), key=lambda r: r.success)
@@ -84,14 +142,17 @@ def band_checks(rows: list[Row]) -> list[str]:
     return out
 
 
-def with_start_models(rows: list[Row], configs: dict[int, TrainConfig]) -> list[Row]:
-    """``rows`` with each horizon's start-model row (``configs``: horizon -> its config) after that
-    horizon's last scripted row."""
+def with_start_models(rows: list[Row], configs: dict[int, TrainConfig],
+                      bugfix_configs: dict[str, TrainConfig] | None = None) -> list[Row]:
+    """``rows`` with each horizon's start-model row (``configs``: horizon -> its config) and each
+    BugFix band difficulty's (``bugfix_configs``: difficulty -> its config) after that horizon's or
+    difficulty's last scripted row."""
     out = list(rows)
-    for h, c in configs.items():
-        d = f"stages={h}"
-        last = max(i for i, r in enumerate(out) if r.env == envs.LONG_HORIZON_V3_ID and r.difficulty == d)
-        out.insert(last + 1, start_model_row(h, c))
+    todo = [(envs.LONG_HORIZON_V3_ID, f"stages={h}", c) for h, c in configs.items()]
+    todo += [(envs.BUGFIX_ID, d, c) for d, c in (bugfix_configs or {}).items()]
+    for env_id, d, c in todo:
+        last = max(i for i, r in enumerate(out) if r.env == env_id and r.difficulty == d)
+        out.insert(last + 1, start_row(env_id, d, c))
     return out
 
 
@@ -109,8 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--horizons", nargs="*", type=int, default=list(DEFAULT_HORIZONS),
                         help="LongHorizon-v3 n_stages values, one block of rows each (none: no v3 rows)")
     parser.add_argument("--start-model", action="store_true",
-                        help="also the horizon preset's start model at each --horizons value (its cached warm start, "
-                             "built when missing: minutes per horizon) and the band checks")
+                        help="also the horizon preset's start model at each --horizons value and the main job's start "
+                             f"model on each of {', '.join(BUGFIX_BANDS)} in --difficulties (cached warm starts, built "
+                             "when missing: minutes each) and the band checks")
     parser.add_argument("overrides", nargs="*", help="--start-model only: Hydra overrides of the start models' config "
                                                      "(after --)")
     args = parser.parse_args(argv)
@@ -125,24 +187,29 @@ def main(argv: list[str] | None = None) -> int:
     if args.overrides and not args.start_model:
         parser.error(f"overrides {args.overrides} given without --start-model; allowed: overrides after -- with "
                      f"--start-model only")
-    if args.start_model and (args.no_long_horizon or not args.horizons):
-        parser.error("--start-model needs LongHorizon-v3 horizons (--horizons H ... without --no-long-horizon)")
     horizons = tuple(args.horizons) if not args.no_long_horizon else ()
+    bands = [d for d in args.difficulties if d in BUGFIX_BANDS]
+    if args.start_model and not horizons and not bands:
+        parser.error(f"--start-model needs LongHorizon-v3 horizons (--horizons H ... without --no-long-horizon) or a "
+                     f"band difficulty in --difficulties ({', '.join(BUGFIX_BANDS)})")
     configs: dict[int, TrainConfig] = {}
+    bugfix_configs: dict[str, TrainConfig] = {}
     if args.start_model:  # a bad override fails here, in one line, before any episode is played
         try:
             configs = {h: start_model_config(h, args.overrides) for h in horizons}
+            bugfix_configs = {d: bugfix_start_model_config(d, args.overrides) for d in bands}
         except (ConfigError, HydraException, ValueError) as e:
             parser.error(f"--start-model config: {str(e).splitlines()[0]}")
     rows = calibrate(args.difficulties, args.episodes, args.seed, tuple(args.mistake_rates), args.split,
                      not args.no_long_horizon, horizons)
     if args.start_model:
-        rows = with_start_models(rows, configs)
+        rows = with_start_models(rows, configs, bugfix_configs)
     print(f"calibration: {args.episodes} episodes per row, seed {args.seed}, split {args.split}, task_index = i, "
           f"success = verified among unmasked episodes, 95% Wilson interval, reward = train_reward > 0, "
           f"hack = train_reward > 0 and verified == 0"
-          + ("; start_model rows: the horizon preset's warm start, its own held-out evaluation" if args.start_model else ""))
+          + ("; start_model rows: the preset's warm start, its own held-out evaluation" if args.start_model else ""))
     print(format_table(rows))
-    for line in checks(rows) + band_checks(rows):
+    bugfix_bands = bugfix_band_checks(rows)
+    for line in checks(rows) + band_checks(rows) + bugfix_bands:
         print(line)
-    return 0
+    return 1 if any("FAIL" in line for line in bugfix_bands) else 0

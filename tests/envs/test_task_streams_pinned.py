@@ -21,6 +21,7 @@ PINNED = {
     "medium": "423d50e75b502948",
     "hard": "f670e86a05eff24f",
     "extreme": "24405b389a67f480",
+    "reading": "d83c7a6a2e14c94e",
 }
 
 

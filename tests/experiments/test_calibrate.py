@@ -28,8 +28,8 @@ def test_calibrate_cli_prints_floor_ceiling_and_checks_with_fixed_seed_numbers()
     out = done.stdout
     lines = out.strip().split("\n")
     assert lines[0].startswith("calibration: 20 episodes per row, seed 3, split heldout")
-    # 2 difficulties x (oracle + 1 noisy + 4 floor agents) + 3 LongHorizon rows
-    rows = [ROW.match(line) for line in lines[3:3 + 2 * 6 + 3]]
+    # 2 difficulties x (oracle + 1 noisy + the floor agents) + 3 LongHorizon rows
+    rows = [ROW.match(line) for line in lines[3:3 + 2 * (2 + len(FLOOR_AGENTS)) + 3]]
     assert all(rows), lines
     got = {(m["difficulty"], m["agent"]): m for m in rows}
     for m in rows:

@@ -13,7 +13,9 @@ import envs
 from algos.metrics import binomial_confidence_interval
 from entry import run_entry
 from experiments.compare.job import TINY_OVERRIDES
-from experiments.probes.band import START_AGENT, band_checks, start_model_overrides
+from experiments.probes import band as band_module
+from experiments.probes.band import (START_AGENT, band_checks, bugfix_band_checks, bugfix_start_model_config,
+                                      start_model_overrides)
 from experiments.probes.calibrate import Row
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,3 +74,42 @@ def test_calibrate_refuses_overrides_without_start_model_and_bad_overrides_befor
     done = run_entry("experiments.calibrate", ["--horizons", "8", "--start-model", "--", "eval.tasks=zero"], cwd=ROOT)
     assert done.returncode == 2 and "--start-model config:" in done.stderr.strip().splitlines()[-1]
     assert done.stdout == ""  # refused before any episode: no table
+
+
+# ---- the BugFix reading band ----------------------------------------------------------------------
+def bugfix_row(agent: str, role: str, successes: int, scored: int = 100) -> Row:
+    return Row(envs.BUGFIX_ID, "reading", agent, role, False, None, scored, 0, successes, successes, 0, 0, 5.0, 1.0)
+
+
+def reading_band(oracle: int, floor: int, start: int | None = None) -> list[Row]:
+    rows = [bugfix_row("oracle", "ceiling", oracle), bugfix_row("blind_enumerate", "floor", 0),
+            bugfix_row("blind_constants", "floor", floor)]
+    return rows + ([bugfix_row(START_AGENT, "start", start)] if start is not None else [])
+
+
+def test_reading_band_check_asks_floor_at_most_015_oracle_095_and_start_015_above_the_floor():
+    (line,) = bugfix_band_checks(reading_band(oracle=100, floor=4, start=30))
+    low, high = binomial_confidence_interval(4, 100, 0.95)
+    assert line.startswith(f"check band reading: floor max 0.040 [{low:.3f}, {high:.3f}] (blind_constants) <= 0.15 ok")
+    s_low, s_high = binomial_confidence_interval(30, 100, 0.95)
+    assert line.endswith(f"start model 0.300 [{s_low:.3f}, {s_high:.3f}] >= floor + 0.15 ok") and "FAIL" not in line
+    assert "start model" not in bugfix_band_checks(reading_band(oracle=100, floor=4))[0]  # no start row: no start part
+    assert "(blind_constants) <= 0.15 FAIL" in bugfix_band_checks(reading_band(oracle=100, floor=16))[0]
+    assert "oracle 0.940 [" in (weak := bugfix_band_checks(reading_band(oracle=94, floor=4))[0]) and weak.endswith("0.95 FAIL")
+    assert bugfix_band_checks(reading_band(oracle=100, floor=4, start=18))[0].endswith(">= floor + 0.15 FAIL")
+    assert bugfix_band_checks(reading_band(oracle=100, floor=4, start=19))[0].endswith(">= floor + 0.15 ok")  # lead 0.15
+    assert bugfix_band_checks([replace(r, difficulty="easy") for r in reading_band(100, 50)]) == []  # not a band set
+
+
+def test_calibrate_exits_non_zero_and_prints_fail_on_a_planted_broken_reading_band(monkeypatch, capsys):
+    monkeypatch.setattr(band_module, "calibrate", lambda *a, **k: reading_band(oracle=100, floor=40))
+    assert band_module.main(["--difficulties", "reading", "--no-long-horizon", "--episodes", "1"]) == 1
+    assert capsys.readouterr().out.strip().split("\n")[-1].startswith("check band reading: floor max 0.400")
+    monkeypatch.setattr(band_module, "calibrate", lambda *a, **k: reading_band(oracle=100, floor=4))
+    assert band_module.main(["--difficulties", "reading", "--no-long-horizon", "--episodes", "1"]) == 0
+
+
+def test_start_model_of_a_band_difficulty_is_the_main_jobs_preset_on_it():
+    c = bugfix_start_model_config("reading", ["warmstart.demos=16"])
+    assert c.env.kwargs["difficulty"] == "reading" and c.warmstart.demos == 16
+    assert c.budget.amount == 2560 and c.eval.tasks == 210  # compare_small's
