@@ -79,10 +79,15 @@ def register(name: str, *, critic: bool = False, agents: int = 1, step_rewards: 
 
 
 def load_builtin_trainers() -> dict[str, type]:
-    """Import ``BUILTIN_MODULES`` (registering their trainers); returns ``TRAINERS``."""
+    """Import ``BUILTIN_MODULES`` (registering their trainers); returns the registered trainers in
+    their canonical order: the built-in modules' order, then each module's order of definition,
+    then other modules' trainers in registration order: the same in every process, whatever it
+    imported first."""
     for module in BUILTIN_MODULES:
         importlib.import_module(module)
-    return TRAINERS
+    rank = {m: i for i, m in enumerate(BUILTIN_MODULES)}
+    order = sorted(enumerate(TRAINERS.items()), key=lambda e: (rank.get(e[1][1].__module__, len(rank)), e[0]))
+    return dict(item for _, item in order)
 
 
 def trainer_traits(name: str) -> TrainerTraits:
@@ -94,10 +99,9 @@ def trainer_traits(name: str) -> TrainerTraits:
 
 
 def trainers_with(**wanted) -> tuple[str, ...]:
-    """Registered trainer names (registration order) whose traits equal every ``wanted`` field,
-    e.g. ``trainers_with(critic=True, agents=1)``."""
-    load_builtin_trainers()
-    return tuple(n for n, cls in TRAINERS.items()
+    """Registered trainer names (in :func:`load_builtin_trainers`' order) whose traits equal every
+    ``wanted`` field, e.g. ``trainers_with(critic=True, agents=1)``."""
+    return tuple(n for n, cls in load_builtin_trainers().items()
                  if all(getattr(cls.traits, k) == v for k, v in wanted.items()))
 
 

@@ -10,6 +10,8 @@ the registration should carry.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -38,7 +40,14 @@ def test_builtin_traits_are_the_registered_ones():
 def test_every_name_list_is_read_from_the_registry():
     assert set(CRITIC_ALGOS) == set(METHODS_WITH_CRITIC) == set(trainers_with(critic=True, agents=1))
     assert set(PAIR_ALGOS) == set(PAIR_METHODS) == set(trainers_with(agents=2))
-    assert list(compare_methods()) == list(TRAINERS)
+    assert list(compare_methods()) == list(load_builtin_trainers())
+
+
+@pytest.mark.parametrize("first", ["algos.ppo_ctde", "algos.ppo", "experiments.runtime.schema"])
+def test_the_trainer_order_does_not_depend_on_what_a_process_imports_first(first):
+    code = f"import {first}; from algos.registry import load_builtin_trainers; print(','.join(load_builtin_trainers()))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert out.strip() == "grpo,ppo,ppo_segment_terminal,ppo_long,rloo,gigpo,grpo_process,ppo_independent,ppo_ctde"
 
 
 def test_a_new_registration_carries_its_traits_everywhere():

@@ -44,7 +44,7 @@ def test_pairfix_composes_and_the_pair_run_reads_it(algo):
     [
         (["algo=ppo_ctde", "env=bugfix"], "algo=ppo_ctde trains two agents but env=bugfix has one; allowed envs: pairfix"),
         (["algo=ppo_independent", "env=long_horizon"], "algo=ppo_independent trains two agents but env=long_horizon"),
-        (["algo=grpo", "env=pairfix"], "env=pairfix has two agents but algo=grpo trains one; allowed algos: ppo_ctde, ppo_independent"),
+        (["algo=grpo", "env=pairfix"], "env=pairfix has two agents but algo=grpo trains one; allowed algos: ppo_independent, ppo_ctde"),
         (["algo=ppo", "env=pairfix"], "env=pairfix has two agents but algo=ppo trains one"),
         (["algo=ppo_ctde", "env=pairfix", "algo.frozen=[c]"], "algo.frozen=['c'] is invalid; allowed: distinct agents of a, b"),
         (["algo=ppo_ctde", "env=pairfix", "algo.frozen=[a,a]"], "algo.frozen=['a', 'a'] is invalid"),
