@@ -178,7 +178,7 @@ class LongHorizonV3Env(gym.Env):
     ``termination``, default ``truncation``). ``max_format_errors`` (1..1000, default 3).
     ``render_mode``: ``None`` or ``"ansi"``. ``check_prob`` (0..1, default 0): after each
     ``fix``, with this probability the output starts with ``test : passed .`` or ``test : failed .``
-    (whether that fix held; the structured summary keeps "a test failed"): progress observable to a
+    (whether that fix held; the structured summary's code state keeps "a test failed"): progress observable to a
     degree, so a critic can tell a lost episode from the context (0 = a wrong fix is silent; the
     decision problem is the same at every value). Every argument is validated in the constructor
     (a one-line ``ValueError`` naming it and the allowed values).
@@ -335,7 +335,8 @@ class LongHorizonV3Env(gym.Env):
         notes' table once it was read ("notes : boundary C , empty A ."; before: ``read notes``,
         after the archive without a read: ``notes are archived``); ``tried`` is empty (a wrong
         fix is silent); ``code_state`` ("5 stages left , then submit") / ``last_test_status``:
-        the stages left, and ", a test failed" once a ``check_prob`` line reported a wrong fix."""
+        the stages left, each followed by ", a test failed" once a ``check_prob`` line reported a
+        wrong fix (``code_state`` is what ``structured_summary`` renders)."""
         self._require_task()
         left = self.n_stages - self._stages_done
         if self._notes_read:
@@ -344,12 +345,13 @@ class LongHorizonV3Env(gym.Env):
             pending = "read notes"
         else:
             pending = "notes are archived"
+        failed = " , a test failed" if self._failed_check_shown else ""
         return {
             "task": self.task_statement(),
             "tried": [],
-            "code_state": f"{_num(left)} stages left , then submit",
+            "code_state": f"{_num(left)} stages left , then submit{failed}",
             "pending": pending,
-            "last_test_status": f"{_num(left)} stages left" + (" , a test failed" if self._failed_check_shown else ""),
+            "last_test_status": f"{_num(left)} stages left{failed}",
         }
 
     def state_key(self) -> int:

@@ -337,7 +337,22 @@ def test_check_prob_keeps_a_failed_test_in_the_memory_facts():
     env.step(f"fix {env.task.stages[0]} {wrong}")
     env.step(f"fix {env.task.stages[1]} {env.task.answer(1)}")
     assert env.memory_facts()["last_test_status"] == "6 stages left , a test failed"
-    get_tokenizer().encode(env.memory_facts()["last_test_status"])
+    assert env.memory_facts()["code_state"] == "6 stages left , then submit , a test failed"
+    get_tokenizer().encode(env.memory_facts()["code_state"])
+
+
+def test_check_prob_failed_test_survives_a_structured_summary():
+    wrapped = envs.make(ID, n_stages=8, check_prob=1.0, compression={"strategy": "structured_summary", "trigger": "turns",
+                                                                        "every_turns": 3})
+    wrapped.reset(seed=3, options={"task_index": 9})
+    env = wrapped.unwrapped
+    wrapped.step("read notes")
+    wrong = next(a for a in FIX_NAMES if a != env.task.answer(0))
+    wrapped.step(f"fix {env.task.stages[0]} {wrong}")
+    texts = [wrapped.step(f"fix {env.task.stages[k]} {env.task.answer(k)}")[0] for k in range(1, 4)]
+    summary = next(t for t in texts if t.startswith("context compressed"))
+    # the third turn (read, wrong fix, right fix) compresses: 6 of 8 stages left, the failed test kept
+    assert "code state : 6 stages left , then submit , a test failed" in summary
 
 
 def test_check_prob_zero_is_the_silent_env_draw_for_draw():
