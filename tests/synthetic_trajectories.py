@@ -49,3 +49,23 @@ def make_traj(turns_per_segment, reward, group=0, masked=False, seed=0, obs_len=
     return Trajectory(segments=b.segments, group_id=group, train_reward=reward, terminated=not masked,
                       truncated=masked, masked=masked, verified=None if masked else int(reward),
                       turns=n_total, generated_tokens=(words + 1) * n_total)
+
+
+def compressed_traj(end="terminated"):
+    """Segment 0: [BOS 10 SEP EOS]  -- one action (the EOS at index 3), reward 0, then compression.
+    Segment 1: [BOS 11 SEP EOS (+ 12 SEP if truncated)] -- one action at index 3, reward 1."""
+    b = ContextBuilder(max_len=32)
+    b.start_segment([10], "reset")
+    b.add_sampled(EOS, -0.1, 0)
+    b.end_action(False).reward = 0.0
+    b.seg.end = "compressed"
+    b.seg.continuation = [11]
+    b.start_segment([11], "compression")
+    b.add_sampled(EOS, -0.1, 0)
+    b.end_action(False).reward = 1.0
+    b.seg.end = end
+    if end == "truncated":
+        b.add_observation([12])
+        b.seg.bootstrap_index = len(b.seg.tokens) - 1  # index 5
+    return Trajectory(segments=b.segments, train_reward=1.0, terminated=end == "terminated",
+                      truncated=end == "truncated", verified=1)

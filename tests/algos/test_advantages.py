@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from algos.advantages import STD_CONVENTIONS, discounted_returns, gae, group_advantages, group_mean_std
+from gae_strategies import as_tensors, gae_batches, small, unit
 
 PROPERTY = settings(max_examples=50, deadline=None)
 F64 = torch.float64
@@ -317,27 +318,10 @@ def test_gae_bad_arguments(kwargs, match):
 
 # ------------------------------------------------------------------ GAE: properties
 
-small = st.floats(-3, 3, allow_nan=False, width=64)
-unit = st.floats(0, 1)
-
-
-@st.composite
-def gae_batches(draw):
-    b, t = draw(st.integers(1, 4)), draw(st.integers(1, 9))
-
-    def mat(elements):
-        return [draw(st.lists(elements, min_size=t, max_size=t)) for _ in range(b)]
-
-    return {
-        "rewards": mat(small), "values": mat(small), "next_values": mat(small),
-        "terminated": mat(st.booleans()), "truncated": mat(st.booleans()), "mask": mat(st.booleans()),
-    }
-
-
 @PROPERTY
 @given(batch=gae_batches(), gamma=unit, lam=unit)
 def test_gae_vectorized_matches_per_row_loop(batch, gamma, lam):
-    tensors = {k: torch.tensor(x, dtype=torch.bool if k in ("terminated", "truncated", "mask") else F64) for k, x in batch.items()}
+    tensors = as_tensors(batch)
     adv, ret = gae(**tensors, gamma=gamma, lam=lam)
     for i in range(len(batch["rewards"])):
         ref_adv, ref_ret = gae_row_reference(*(batch[k][i] for k in ("rewards", "values", "next_values", "terminated", "truncated", "mask")), gamma, lam)
@@ -394,7 +378,7 @@ def test_gae_concatenated_episodes_equal_separate(e1, e2, end, gamma, lam):
 @given(batch=gae_batches(), gamma=unit, lam=unit, data=st.data())
 def test_gae_inserting_observation_positions_changes_nothing(batch, gamma, lam, data):
     b, t = len(batch["rewards"]), len(batch["rewards"][0])
-    dense = {k: torch.tensor(x, dtype=torch.bool if k in ("terminated", "truncated", "mask") else F64) for k, x in batch.items()}
+    dense = as_tensors(batch)
     dense["mask"] = torch.ones(b, t, dtype=torch.bool)
     adv, ret = gae(**dense, gamma=gamma, lam=lam)
     # Insert k_j garbage observation positions before action j (same layout for every row).

@@ -21,7 +21,8 @@ from algos.policy import PolicyModel, PolicyShape, ValueModel, count_params
 from algos.trainer import UpdateInputs, make_trainer
 from entry import run_entry
 from experiments.runtime.schema import AlgoConfig, ConfigError
-from synthetic_trajectories import EOS, make_traj
+from gae_strategies import as_tensors, gae_batches, small, unit
+from synthetic_trajectories import EOS, compressed_traj, make_traj
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,26 +153,6 @@ def test_decoupled_gae_bad_lambdas(lam_actor, lam_critic, match):
 
 # ------------------------------------------------------------------ properties
 
-small = st.floats(-3, 3, allow_nan=False, width=64)
-unit = st.floats(0, 1)
-
-
-@st.composite
-def gae_batches(draw):
-    b, t = draw(st.integers(1, 4)), draw(st.integers(1, 9))
-
-    def mat(elements):
-        return [draw(st.lists(elements, min_size=t, max_size=t)) for _ in range(b)]
-
-    return {"rewards": mat(small), "values": mat(small), "next_values": mat(small),
-            "terminated": mat(st.booleans()), "truncated": mat(st.booleans()), "mask": mat(st.booleans())}
-
-
-def as_tensors(batch):
-    return {k: torch.tensor(x, dtype=torch.bool if k in ("terminated", "truncated", "mask") else F64)
-            for k, x in batch.items()}
-
-
 @PROPERTY
 @given(batch=gae_batches(), gamma=unit, lam_critic=unit, data=st.data())
 def test_decoupled_gae_matches_the_per_row_loop_reference(batch, gamma, lam_critic, data):
@@ -281,20 +262,9 @@ def test_compression_boundary_vs_terminal_flag_for_both_lambdas(seg1, seg2, v_co
 def _two_segments():
     """[BOS 10 SEP a0] | compression | [BOS 11 SEP a1]: actions at index 3 of each row, rewards 0, 1.
     V(s0) read at raw[0, 2], V(compressed context) at raw[1, 2]."""
-    b = ContextBuilder(max_len=32)
-    b.start_segment([10], "reset")
-    b.add_sampled(EOS, -0.1, 0)
-    b.end_action(False).reward = 0.0
-    b.seg.end = "compressed"
-    b.seg.continuation = [11]
-    b.start_segment([11], "compression")
-    b.add_sampled(EOS, -0.1, 0)
-    b.end_action(False).reward = 1.0
-    b.seg.end = "terminated"
-    traj = Trajectory(segments=b.segments, train_reward=1.0, terminated=True, verified=1)
     raw = torch.zeros(2, 4)
     raw[0, 2], raw[1, 2] = 0.6, 0.8
-    return traj, raw
+    return compressed_traj(), raw
 
 
 def _one_segment():
