@@ -83,6 +83,29 @@ class _Slot:
     reseed: int | None = None  # applied before the first sampled token, then None
 
 
+@dataclass
+class _Collection:
+    """The state of one ``RolloutEngine.collect`` call: the requests still queued, one slot per env
+    (None: idle), the trajectories finished so far (request order), the backend's sampling cache
+    (one row per slot) and the time spent in model forwards and env calls."""
+
+    backend: PolicyBackend
+    layout: ContextLayout
+    requests: list[RolloutRequest]
+    policy_version: int
+    generator: torch.Generator | None
+    temperature: float
+    trace: list | None
+    queue: deque
+    out: list[Trajectory | None]
+    slots: list[_Slot | None]
+    cache: object
+    t_model: float = 0.0
+    t_env: float = 0.0
+    n_forwards: int = 0
+    n_prefill: int = 0
+
+
 class RolloutEngine:
     """``collect(model, requests, policy_version, generator) -> list[Trajectory]`` (request order)."""
 
@@ -125,109 +148,114 @@ class RolloutEngine:
     ) -> list[Trajectory]:
         """Generate one trajectory per request (returned in request order). ``trace``: when a
         list, every forward's inputs are appended to it (for the benchmark's raw replay). ``model``:
-        a ``PolicyModel`` or a policy backend (``algos.backend.as_backend``)."""
-        temp = self.temperature if temperature is None else temperature
-        self._trace = trace
+        a ``PolicyModel`` or a policy backend (``algos.backend.as_backend``). The module runs in
+        eval mode under ``torch.no_grad`` and is put back in training mode if it was in it."""
         backend = as_backend(model)
-        self._layout = layout = backend.layout
         module = backend.module
         was_training = module.training
         module.eval()
         t_start = time.perf_counter()
-        t_model = t_env = 0.0
-        n_forwards = n_prefill = 0
-        queue = deque(range(len(requests)))
-        out: list[Trajectory | None] = [None] * len(requests)
-        slots: list[_Slot | None] = [None] * self.num_envs
-        cache = backend.new_cache(self.num_envs)
-
-        def refill(b: int) -> None:
-            nonlocal t_env
-            slots[b] = None
-            while queue:
-                i = queue.popleft()
-                req = requests[i]
-                t0 = time.perf_counter()
-                obs, info = self.envs[b].reset(seed=req.seed, options=req.options)
-                t_env += time.perf_counter() - t0
-                traj = Trajectory(task_id=str(info.get("task_id", "")), group_id=req.group_id, index=i,
-                                  seed=req.seed, options=req.options, policy_version=policy_version,
-                                  temperature=temp)
-                builder = ContextBuilder(self.max_len)
-                ids = builder.open_segment(layout.first(obs, self.max_len - (self.max_action_tokens + 2))[0], "reset")
-                cache.reset_rows([b])
-                if trace is not None:
-                    trace.append(("reset", b, None, None))
-                slots[b] = _Slot(i, traj, builder, pending=ids, last_info=info, forced=deque(req.forced),
-                                 reseed=req.reseed)
-                return
-
+        run = _Collection(backend=backend, layout=backend.layout, requests=requests,
+                          policy_version=policy_version, generator=generator,
+                          temperature=self.temperature if temperature is None else temperature, trace=trace,
+                          queue=deque(range(len(requests))), out=[None] * len(requests),
+                          slots=[None] * self.num_envs, cache=backend.new_cache(self.num_envs))
         for b in range(self.num_envs):
-            refill(b)
-
+            self._refill(run, b)
         with torch.no_grad():
-            while any(s is not None for s in slots):
-                t0 = time.perf_counter()
-                # one packed forward: every busy row feeds all its pending tokens (one sampled
-                # token, or an observation / a new segment's context); the logits at each row's
-                # last fed token give its next token
-                lens = [len(s.pending) if s is not None else 0 for s in slots]
-                width = max(lens)
-                if width == 1:
-                    inp = torch.tensor([[s.pending[0] if s is not None else 0] for s in slots], dtype=torch.long)
-                else:
-                    inp = torch.tensor([(s.pending if s is not None else []) + [0] * (width - n)
-                                        for s, n in zip(slots, lens)], dtype=torch.long)
-                    n_prefill += 1
-                n_new = torch.tensor(lens, dtype=torch.long)
-                logits = backend.step_last(cache, inp, n_new)
-                if trace is not None:
-                    trace.append(("decode", inp, n_new, None))
-                if temp > 0:
-                    lp_all = torch.log_softmax(logits.float() / temp, dim=-1)
-                    sampled = sample_categorical(lp_all, generator)
-                    logps = lp_all.gather(-1, sampled[:, None]).squeeze(-1)
-                else:  # greedy (evaluation only): log-prob of a deterministic choice is 0
-                    sampled = logits.argmax(-1)
-                    logps = torch.zeros(self.num_envs)
-                t_model += time.perf_counter() - t0
-                n_forwards += 1
-                sampled_l, logps_l = sampled.tolist(), logps.tolist()
-                for b, s in enumerate(slots):
-                    if s is None:
-                        continue
-                    token, logp = sampled_l[b], logps_l[b]
-                    if s.forced:
-                        token = s.forced.popleft()
-                        logp = float(lp_all[b, token]) if temp > 0 else 0.0
-                    elif s.reseed is not None:
-                        reseed_tools(self.envs[b], s.reseed)
-                        s.reseed = None
-                    s.builder.add_sampled(token, logp, policy_version)
-                    s.traj.generated_tokens += 1
-                    s.action_len += 1
-                    is_eos = token in layout.end_ids
-                    if not is_eos and s.action_len < self.max_action_tokens:
-                        s.pending = [token]
-                        continue
-                    t0 = time.perf_counter()
-                    done = self._finish_action(b, s, capped=not is_eos, cache=cache)
-                    t_env += time.perf_counter() - t0
-                    if done:
-                        out[s.request_index] = s.traj
-                        refill(b)
+            while any(s is not None for s in run.slots):
+                self._engine_step(run)
         if was_training:
             module.train()
-        total = time.perf_counter() - t_start
-        self.timing = {"total": total, "model": t_model, "env": t_env, "forwards": n_forwards,
-                       "prefill_forwards": n_prefill}
-        return out  # type: ignore[return-value]
+        self.timing = {"total": time.perf_counter() - t_start, "model": run.t_model, "env": run.t_env,
+                       "forwards": run.n_forwards, "prefill_forwards": run.n_prefill}
+        return run.out  # type: ignore[return-value]
+
+    def _refill(self, run: _Collection, b: int) -> None:
+        """Empty slot ``b``; when a request is queued, reset env ``b`` for it, open the
+        trajectory's first segment (``layout.first(obs)``) and empty cache row ``b``."""
+        run.slots[b] = None
+        if not run.queue:
+            return
+        i = run.queue.popleft()
+        req = run.requests[i]
+        t0 = time.perf_counter()
+        obs, info = self.envs[b].reset(seed=req.seed, options=req.options)
+        run.t_env += time.perf_counter() - t0
+        traj = Trajectory(task_id=str(info.get("task_id", "")), group_id=req.group_id, index=i, seed=req.seed,
+                          options=req.options, policy_version=run.policy_version, temperature=run.temperature)
+        builder = ContextBuilder(self.max_len)
+        first = run.layout.first(obs, self.max_len - (self.max_action_tokens + 2))[0]
+        ids = builder.open_segment(first, "reset")
+        run.cache.reset_rows([b])
+        if run.trace is not None:
+            run.trace.append(("reset", b, None, None))
+        run.slots[b] = _Slot(i, traj, builder, pending=ids, last_info=info, forced=deque(req.forced),
+                             reseed=req.reseed)
+
+    def _engine_step(self, run: _Collection) -> None:
+        """One engine step: one ``step_last`` over all slots, one sampled token per busy slot
+        (``_sample``), then each busy slot takes its token in slot order (``_take_token``)."""
+        t0 = time.perf_counter()
+        inp, n_new = _pack_pending(run.slots)
+        if inp.shape[1] > 1:
+            run.n_prefill += 1
+        logits = run.backend.step_last(run.cache, inp, n_new)
+        if run.trace is not None:
+            run.trace.append(("decode", inp, n_new, None))
+        sampled, logps, lp_all = self._sample(logits, run.temperature, run.generator)
+        run.t_model += time.perf_counter() - t0
+        run.n_forwards += 1
+        for b, s in enumerate(run.slots):
+            if s is not None:
+                self._take_token(run, b, s, sampled[b], logps[b], lp_all)
+
+    def _sample(self, logits: torch.Tensor, temp: float,
+                generator: torch.Generator | None) -> tuple[list[int], list[float], torch.Tensor | None]:
+        """``(tokens, log-probs, lp_all)`` of one row each: at ``temp > 0`` one draw from
+        ``generator`` (``sample_categorical``) over the log-softmax of ``logits / temp`` (``lp_all``);
+        at ``temp == 0`` the argmax, log-prob 0 and ``lp_all`` None (greedy: evaluation only)."""
+        if temp > 0:
+            lp_all = torch.log_softmax(logits.float() / temp, dim=-1)
+            sampled = sample_categorical(lp_all, generator)
+            logps = lp_all.gather(-1, sampled[:, None]).squeeze(-1)
+        else:
+            lp_all = None
+            sampled = logits.argmax(-1)
+            logps = torch.zeros(self.num_envs)
+        return sampled.tolist(), logps.tolist(), lp_all
+
+    def _take_token(self, run: _Collection, b: int, s: _Slot, token: int, logp: float,
+                    lp_all: torch.Tensor | None) -> None:
+        """Record slot ``b``'s next token: its next forced token (log-prob from ``lp_all``) or else
+        the sampled ``token`` (re-seeding the env's tools first when the slot holds a ``reseed``).
+        An end id or the ``max_action_tokens``-th token closes the action (``_finish_action``); a
+        finished trajectory goes to ``run.out`` and the slot is refilled."""
+        if s.forced:
+            token = s.forced.popleft()
+            logp = float(lp_all[b, token]) if run.temperature > 0 else 0.0
+        elif s.reseed is not None:
+            reseed_tools(self.envs[b], s.reseed)
+            s.reseed = None
+        s.builder.add_sampled(token, logp, run.policy_version)
+        s.traj.generated_tokens += 1
+        s.action_len += 1
+        is_eos = token in run.layout.end_ids
+        if not is_eos and s.action_len < self.max_action_tokens:
+            s.pending = [token]
+            return
+        t0 = time.perf_counter()
+        done = self._finish_action(run, b, s, capped=not is_eos)
+        run.t_env += time.perf_counter() - t0
+        if done:
+            run.out[s.request_index] = s.traj
+            self._refill(run, b)
 
     # -----------------------------------------------------------------------------------------
-    def _finish_action(self, b: int, s: _Slot, capped: bool, cache) -> bool:
+    def _finish_action(self, run: _Collection, b: int, s: _Slot, capped: bool) -> bool:
         """Close the action, step the env, lay out what the policy sees next. True when done."""
         builder = s.builder
-        layout = self._layout
+        layout = run.layout
         close = layout.capped_close
         turn = builder.end_action(capped, close)
         turn.state_key = state_key_of(s.last_info)  # the state the action was chosen in
@@ -243,13 +271,27 @@ class RolloutEngine:
         if kind == "done":
             return True
         if kind == "compressed":
-            cache.reset_rows([b])
-            if self._trace is not None:
-                self._trace.append(("reset", b, None, None))
+            run.cache.reset_rows([b])
+            if run.trace is not None:
+                run.trace.append(("reset", b, None, None))
             s.pending = ids
         else:
             s.pending = last_fed + ids
         return False
+
+
+def _pack_pending(slots: list[_Slot | None]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(inp [num_envs, width], n_new [num_envs])``: every busy slot's pending tokens (one sampled
+    token, or an observation / a new segment's context), right-padded with 0 to the longest;
+    an empty slot feeds nothing (``n_new`` 0; one pad 0 when ``width`` is 1)."""
+    lens = [len(s.pending) if s is not None else 0 for s in slots]
+    width = max(lens)
+    if width == 1:
+        inp = torch.tensor([[s.pending[0] if s is not None else 0] for s in slots], dtype=torch.long)
+    else:
+        inp = torch.tensor([(s.pending if s is not None else []) + [0] * (width - n)
+                            for s, n in zip(slots, lens)], dtype=torch.long)
+    return inp, torch.tensor(lens, dtype=torch.long)
 
 
 def has_tool_stream(env) -> bool:

@@ -1,9 +1,10 @@
 """Adapters of the harness's envs to outside RL frameworks, one module per framework.
 
-- ``envs.integrations.trl``: BugFix and LongHorizon as TRL ``GRPOTrainer(environment_factory=...)``
-  environments (one typed, documented method per tool; ``get_reward``); extra ``trl``.
-- ``envs.integrations.skyrl``: BugFix and LongHorizon as skyrl-gym ``BaseTextEnv`` envs registered
-  with ``skyrl_gym.register``; extra ``skyrl``.
+- ``envs.integrations.trl``: BugFix-v2 and LongHorizon-v3 as TRL
+  ``GRPOTrainer(environment_factory=...)`` environments (one typed, documented method per tool;
+  ``get_reward``); extra ``trl``.
+- ``envs.integrations.skyrl``: BugFix-v2 and LongHorizon-v3 as skyrl-gym ``BaseTextEnv`` envs
+  registered with ``skyrl_gym.register``; extra ``skyrl``.
 - PairFix needs no adapter: ``envs.pairfix.PairFixEnv`` is a ``pettingzoo.AECEnv`` itself.
 
 This package imports no framework (``import envs.integrations`` works without the extras); each
@@ -22,7 +23,9 @@ import envs
 from envs.stop import rule_for
 from envs.task_options import SPLITS
 
-ADAPTED_ENV_IDS = (envs.BUGFIX_ID, envs.LONG_HORIZON_ID)
+# The single-agent envs the adapters serve (``agentrl/LongHorizon-v1`` is registered for its
+# claims only and has no adapter).
+ADAPTED_ENV_IDS = (envs.BUGFIX_ID, envs.LONG_HORIZON_V3_ID)
 # The rollout ended (the framework stopped it: the model stopped calling tools, or a token or
 # tool-call budget of the framework ran out) before the env ended the episode. Not an
 # ``envs.stop.StopReason``: the env never saw an end. Scored 0, never verified.
@@ -48,7 +51,7 @@ def episode_args(split: Any = "train", task_index: Any = None, seed: Any = None)
 
 
 class TextEpisode:
-    """One episode of ``agentrl/BugFix-v2`` or ``agentrl/LongHorizon-v1`` driven one text action at
+    """One episode of ``agentrl/BugFix-v2`` or ``agentrl/LongHorizon-v3`` driven one text action at
     a time, with the end-of-episode record the adapters report.
 
     ``reset(seed, options) -> observation``; ``act(action) -> (observation, reward)``: one env

@@ -1,6 +1,6 @@
-"""BugFix and LongHorizon as skyrl-gym text envs (``pip install 'agent-rl-harness[skyrl]'``).
+"""BugFix-v2 and LongHorizon-v3 as skyrl-gym text envs (``pip install 'agent-rl-harness[skyrl]'``).
 
-``import envs.integrations.skyrl`` registers ``agentrl/BugFix-v2`` and ``agentrl/LongHorizon-v1``
+``import envs.integrations.skyrl`` registers ``agentrl/BugFix-v2`` and ``agentrl/LongHorizon-v3``
 with ``skyrl_gym.register`` (the harness's own ids); ``register()`` does it again where needed
 (idempotent, e.g. inside the process that runs SkyRL's generator). Then::
 
@@ -8,6 +8,10 @@ with ``skyrl_gym.register`` (the harness's own ids); ``register()`` does it agai
                          extras={"split": "train", "task_index": 3})
     chat, meta = env.init([{"role": "user", "content": "Fix the bug."}])
     out = env.step("run_tests")   # {"observations", "reward", "done", "metadata"}
+    lh = skyrl_gym.make("agentrl/LongHorizon-v3", env_config={"n_stages": 32},
+                        extras={"split": "train", "task_index": 3})
+    chat, meta = lh.init([{"role": "user", "content": "One action per turn."}])
+    out = lh.step("read notes")   # the notes' table and the first stage
 
 See ``AgentRLTextEnv`` and docs/integrations/skyrl.md.
 """
@@ -22,17 +26,18 @@ from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 import envs
 from envs.integrations import ROW_KEYS, TextEpisode, episode_args
 
-SKYRL_ENV_IDS = (envs.BUGFIX_ID, envs.LONG_HORIZON_ID)
+SKYRL_ENV_IDS = (envs.BUGFIX_ID, envs.LONG_HORIZON_V3_ID)
 _ENTRY_POINT = "envs.integrations.skyrl:AgentRLTextEnv"
 
 
 class AgentRLTextEnv(BaseTextEnv):
-    """A harness env (``agentrl/BugFix-v2`` or ``agentrl/LongHorizon-v1``) as a skyrl-gym ``BaseTextEnv``.
+    """A harness env (``agentrl/BugFix-v2`` or ``agentrl/LongHorizon-v3``) as a skyrl-gym ``BaseTextEnv``.
 
     ## Construction
     ``skyrl_gym.make(env_id, env_config=..., extras=...)``. ``env_config`` (a dict or any mapping,
-    e.g. SkyRL's OmegaConf node): the env's constructor knobs (``difficulty``, ``faults``,
-    ``max_turns``, ...; context compression is refused). ``extras`` (the dataset row's extra
+    e.g. SkyRL's OmegaConf node): the env's constructor knobs (BugFix: ``difficulty``, ``faults``,
+    ``max_turns``, ...; LongHorizon-v3: ``n_stages``, ``n_rules``, ``verbose``, ``max_turns``,
+    ``time_limit``, ...; context compression is refused). ``extras`` (the dataset row's extra
     fields): ``task_index`` (required), ``split`` (default ``train``), ``seed`` (default
     ``task_index``); other fields are ignored. Every rollout of one row plays the same task instance
     with the same tool stream, so the members of a GRPO group start from one state.

@@ -1,4 +1,4 @@
-"""BugFix and LongHorizon as TRL tool environments (``pip install 'agent-rl-harness[trl]'``).
+"""BugFix-v2 and LongHorizon-v3 as TRL tool environments (``pip install 'agent-rl-harness[trl]'``).
 
 TRL's ``GRPOTrainer(environment_factory=...)`` builds one instance per rollout, calls
 ``reset(**row)`` with the dataset row's columns, exposes every public method (typed, with a
@@ -10,9 +10,9 @@ Google-style docstring) as a tool the model calls, and reads ``get_reward()`` at
     trainer = GRPOTrainer(model, args=GRPOConfig(...), train_dataset=rows,   # rows: prompt, task_index, split
                           environment_factory=BugFixToolEnv, reward_funcs=[report_verifier])
 
-``functools.partial(BugFixToolEnv, difficulty="medium")`` passes env knobs. The classes rely only on
-TRL's documented duck-typed contract, so this module imports nothing from TRL. See
-docs/integrations/trl.md.
+``functools.partial(BugFixToolEnv, difficulty="medium")`` or ``functools.partial(LongHorizonToolEnv,
+n_stages=32)`` passes env knobs. The classes rely only on TRL's documented duck-typed contract, so
+this module imports nothing from TRL. See docs/integrations/trl.md.
 """
 
 from __future__ import annotations
@@ -226,77 +226,59 @@ class BugFixToolEnv(_ToolEnv):
 
 
 class LongHorizonToolEnv(_ToolEnv):
-    """``agentrl/LongHorizon-v1`` as a TRL environment: finish every stage with the working
-    approach, then submit the key read in the notes at the start.
+    """``agentrl/LongHorizon-v3`` as a TRL environment: read the notes' rule table, fix every stage
+    with the approach the table gives for the input the stage fails on, then submit.
 
     ## Tools
-    ``read_notes``, ``status``, ``inspect``, ``step``, ``try_approach`` (the env's ``try X``),
-    ``submit``, ``forfeit`` (``envs/long_horizon.py``), as in ``BugFixToolEnv``: each steps the env
-    once and returns its output; after the end, ``episode ended : REASON``.
+    ``read_notes``, ``status``, ``fix`` (the env's ``fix INPUT X``), ``submit``, ``forfeit``
+    (``envs/long_horizon_v3.py``), as in ``BugFixToolEnv``: each steps the env once and returns its
+    output; after the end, ``episode ended : REASON``. A wrong approach is silent (the next stage
+    is shown as after a right one); a ``fix`` naming another input than the stage's is the env's
+    error and changes nothing.
 
     ## Reset, reward, report and arguments
-    As ``BugFixToolEnv`` (``**env_kwargs``: ``n_stages``, ``n_approaches``, ``verbose``,
-    ``max_turns``, ``time_limit``, ``max_format_errors``). Reward 1 on a verified ``submit``.
+    As ``BugFixToolEnv`` (``**env_kwargs``: ``n_stages``, ``n_rules``, ``verbose``, ``max_turns``,
+    ``time_limit``, ``max_format_errors``, ``check_prob``). Reward 1 on a ``submit`` after every
+    stage got its table's approach, else 0.
     """
 
-    env_id = envs.LONG_HORIZON_ID
+    env_id = envs.LONG_HORIZON_V3_ID
 
     def read_notes(self) -> str:
-        """Read the notes (they hold the key); possible only before the first step.
+        """Read the notes: the rule table, each input followed by its approach; possible only before the first fix.
 
         Returns:
-            The notes, or an error once they are archived.
+            The notes and the current stage, or an error once they are archived.
         """
         return self._act("read notes")
 
     def status(self) -> str:
-        """Show the stages left, the applied fix and the test state.
+        """Show the stages left and the input the current stage fails on.
 
         Returns:
             One status line.
         """
         return self._act("status")
 
-    def inspect(self, page: int) -> str:
-        """Read a page of the system log.
+    def fix(self, stage_input: str, approach: str) -> str:
+        """Fix the current stage with an approach; the next stage is shown whether or not it was the right one.
 
         Args:
-            page: The log page, 1 to 5.
+            stage_input: The input the current stage fails on (e.g. boundary, empty, load, negative).
+            approach: The approach the notes give for that input, a capital letter from A to H.
 
         Returns:
-            The log page.
+            The next stage, or an error when the input is not the stage's.
         """
-        return self._act(f"inspect {page}")
+        return self._act(f"fix {stage_input} {approach}")
 
-    def step(self) -> str:
-        """Finish one stage.
+    def submit(self) -> str:
+        """Submit after the last stage; ends the episode.
 
         Returns:
-            The stages left, or an error when none is left.
+            Whether every stage was fixed with the right approach.
         """
-        return self._act("step")
-
-    def try_approach(self, approach: str) -> str:
-        """Apply a candidate fix; a wrong one fails with its reason and is rolled back.
-
-        Args:
-            approach: The approach name, a capital letter from A.
-
-        Returns:
-            Whether the approach works, and why not when it fails.
-        """
-        return self._act(f"try {approach}")
-
-    def submit(self, answer: int) -> str:
-        """Submit the key; ends the episode.
-
-        Args:
-            answer: The key read in the notes.
-
-        Returns:
-            A confirmation.
-        """
-        return self._act(f"submit {answer}")
+        return self._act("submit")
 
     def forfeit(self) -> str:
         """Give up; ends the episode with reward 0.

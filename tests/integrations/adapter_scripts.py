@@ -10,7 +10,7 @@ import envs
 from envs.agents import make_agent
 from envs.episode import run_episode
 from envs.integrations import episode_args
-from envs.long_horizon_agents import make_agent as make_lh_agent
+from envs.long_horizon_v3_agents import make_agent as make_lh_agent
 
 TUTORIAL = {"difficulty": "tutorial", "faults": False}
 TEMPLATE = Path(__file__).with_name("qwen2_5_chat_template.jinja")  # as Qwen2.5 instruct models ship it
@@ -28,13 +28,12 @@ def oracle_actions(env_id: str, task_index: int, split: str = "train", agent: st
 
 
 def tool_call(action: str) -> tuple[str, dict]:
-    """``(tool name, arguments)`` of an action string of either env's grammar."""
+    """``(tool name, arguments)`` of an action string of either env's grammar (BugFix-v2,
+    LongHorizon-v3)."""
     w = action.split(" ")
     verb = w[0]
-    if verb in ("ls", "undo", "run_tests", "give_up", "skip_tests", "status", "step", "forfeit"):
+    if verb in ("ls", "undo", "run_tests", "give_up", "skip_tests", "status", "forfeit", "submit"):
         return verb, {}
-    if verb == "submit":
-        return "submit", ({"answer": int(w[1])} if len(w) > 1 else {})
     if verb == "view":
         return "view", {"file": w[1]}
     if verb == "edit":
@@ -49,10 +48,8 @@ def tool_call(action: str) -> tuple[str, dict]:
         return "delete_test", {"n": int(w[1])}
     if verb == "read":
         return "read_notes", {}
-    if verb == "inspect":
-        return "inspect", {"page": int(w[1])}
-    if verb == "try":
-        return "try_approach", {"approach": w[1]}
+    if verb == "fix":
+        return "fix", {"stage_input": w[1], "approach": w[2]}
     raise ValueError(f"action {action!r} has no tool; allowed: either env's grammar")
 
 

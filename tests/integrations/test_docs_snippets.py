@@ -40,11 +40,12 @@ def test_pettingzoo_snippet_plays_the_oracle_pair_to_a_verified_end():
     assert ns["env"].agents == []
 
 
-def test_skyrl_snippet_solves_the_long_horizon_task():
-    _, out = _run("skyrl.md")
+def test_skyrl_snippet_solves_the_long_horizon_v3_task():
+    ns, out = _run("skyrl.md")
     first, metrics = out.strip().split("\n")
     assert first == "True 1.0 submitted_resolved 1"
-    assert "'verified': 1.0" in metrics and "'hacked': 0.0" in metrics
+    assert "'verified': 1.0" in metrics and "'hacked': 0.0" in metrics and "'turns': 6" in metrics
+    assert ns["env"].env_id == "agentrl/LongHorizon-v3" and len(ns["table"]) == 4
 
 
 @pytest.mark.slow
@@ -56,7 +57,10 @@ def test_trl_snippet_plays_a_rollout_and_builds_a_trainer(tmp_path):
     from integrations.adapter_scripts import TEMPLATE, tiny_model_dir
 
     ns, out = _run("trl.md")
-    assert out.strip().endswith("reward 0.0 verified 0 stop submitted_failed")
+    lines = out.strip().split("\n")
+    assert lines[-3] == "reward 0.0 verified 0 stop submitted_failed"  # the BugFix rollout
+    assert lines[-2:] == ["submitted : resolved .", "reward 1.0 verified 1 turns 6"]  # LongHorizon-v3, 4 stages
+    assert ns["lh"].report["task_id"] == "lh3-train-0" and ns["lh"].stop_reason == "submitted_resolved"
     model_dir = tiny_model_dir(tmp_path, [TEMPLATE.read_text()])
     trainer = ns["make_trainer"](Qwen2ForCausalLM.from_pretrained(model_dir, dtype=torch.float32),
                                  PreTrainedTokenizerFast.from_pretrained(model_dir), str(tmp_path / "out"),

@@ -11,9 +11,12 @@ import re
 import pytest
 
 import envs
-from envs.integrations import NOT_ENDED
+from envs.integrations import NOT_ENDED, TextEpisode
 from envs.integrations.trl import BugFixToolEnv, LongHorizonToolEnv, report_verifier
+from envs.long_horizon_v3 import ACTIONS_LINE, FIX_NAMES
 from integrations.adapter_scripts import TEMPLATE, TUTORIAL, oracle_actions, tiny_model_dir, tool_call
+
+LH3 = {"n_stages": 5, "n_rules": 3}  # constructor knobs of LongHorizon-v3 passed through the adapter
 
 
 def _tools(cls) -> list[str]:
@@ -28,8 +31,9 @@ def test_every_tool_has_a_json_schema_and_covers_the_grammar():
     from envs.bugfix.actions import USAGE
 
     assert sorted(_tools(BugFixToolEnv)) == sorted(USAGE)
-    assert sorted(_tools(LongHorizonToolEnv)) == ["forfeit", "inspect", "read_notes", "status", "step", "submit",
-                                                 "try_approach"]
+    verbs = [a.split(" ")[0] for a in ACTIONS_LINE.removeprefix("actions : ").split(" | ")]  # LongHorizon-v3's
+    assert sorted(_tools(LongHorizonToolEnv)) == sorted("read_notes" if v == "read" else v for v in verbs)
+    assert sorted(_tools(LongHorizonToolEnv)) == ["fix", "forfeit", "read_notes", "status", "submit"]
     for cls in (BugFixToolEnv, LongHorizonToolEnv):
         for name in _tools(cls):
             schema = get_json_schema(getattr(cls(), name))["function"]
@@ -37,7 +41,7 @@ def test_every_tool_has_a_json_schema_and_covers_the_grammar():
             assert all(p["description"] for p in schema["parameters"].get("properties", {}).values())
 
 
-@pytest.mark.parametrize("cls,knobs", [(BugFixToolEnv, TUTORIAL), (LongHorizonToolEnv, {"n_stages": 2})])
+@pytest.mark.parametrize("cls,knobs", [(BugFixToolEnv, TUTORIAL), (LongHorizonToolEnv, LH3)])
 def test_oracle_tool_calls_equal_the_direct_env(cls, knobs):
     actions, observations, final = oracle_actions(cls.env_id, 4, **knobs)
     env = cls(**knobs)
@@ -51,6 +55,43 @@ def test_oracle_tool_calls_equal_the_direct_env(cls, knobs):
     name, args = tool_call(actions[0])
     assert getattr(env, name)(**args) == "episode ended : submitted_resolved . no further actions"
     assert env.report["turns"] == len(actions)
+
+
+def test_long_horizon_tools_play_longhorizon_v3_with_its_knobs():
+    """The LongHorizon adapter is v3 (task ids ``lh3-``, ``n_stages`` / ``n_rules`` reach the env);
+    the oracle needs ``n_stages + 2`` tool calls; v1 (registered for its claims) has no adapter."""
+    env = LongHorizonToolEnv(**LH3)
+    task = env.reset(split="heldout", task_index=2)
+    assert "finish 5 stages" in task and ACTIONS_LINE in task
+    assert env.report["task_id"] == "lh3-heldout-2"
+    notes = env.read_notes()
+    assert notes.startswith("notes : ") and len(notes.split("\n")[0].split(" , ")) == 3
+    assert env.status().startswith("status : 5 stages left , stage 1 : fails on ")
+    actions, _, _ = oracle_actions(envs.LONG_HORIZON_V3_ID, 2, split="heldout", **LH3)
+    assert len(actions) == 5 + 2 and actions[0] == "read notes" and actions[-1] == "submit"
+    with pytest.raises(ValueError, match="no text adapter"):
+        TextEpisode(envs.LONG_HORIZON_ID)
+
+
+def test_a_wrong_approach_is_silent_and_fails_the_submit():
+    """One wrong ``fix`` shows the next stage exactly as the right one does; the ``submit`` then
+    fails: reward 0, verified 0. A ``fix`` naming another input is the env's error, no stage done."""
+    actions, observations, _ = oracle_actions(envs.LONG_HORIZON_V3_ID, 4, **LH3)
+    env = LongHorizonToolEnv(**LH3)
+    env.reset(task_index=4)
+    assert env.read_notes() == observations[1]
+    _, right = tool_call(actions[1])
+    others = [x for x in ("boundary", "empty", "load") if x != right["stage_input"]]
+    assert env.fix(others[0], right["approach"]).startswith("error: stage 1 : fails on ")
+    wrong = next(x for x in FIX_NAMES if x != right["approach"])
+    assert env.fix(right["stage_input"], wrong) == observations[2]  # silent: the oracle's next observation
+    for action in actions[2:-1]:
+        name, args = tool_call(action)
+        getattr(env, name)(**args)
+    assert env.submit() == "submitted : failed ."
+    assert env.get_reward() == 0.0 and env.verified == 0 and env.stop_reason == "submitted_failed"
+    assert env.report["turns"] == len(actions) + 1 and env.report["terminated"]
+    assert env.forfeit() == "episode ended : submitted_failed . no further actions"
 
 
 def test_reward_the_verifier_denies_is_reported_beside_it():
@@ -98,11 +139,39 @@ def _assistant_text(name: str, args: dict) -> str:
     return f'<tool_call>\n{json.dumps({"name": name, "arguments": args})}\n</tool_call><|im_end|>'
 
 
+def _scripted_generate(tokenizer, plans: dict, quit_tool: str):
+    """A ``model.generate`` stand-in: member 0 of a group (even rows) plays the oracle's plan of the
+    row's task (``plans[task_index]``), member 1 calls ``quit_tool``; the turn is the number of tool
+    responses in the row so far."""
+    import torch
+
+    def generate(input_ids, attention_mask=None, **kwargs):
+        outs = []
+        for r, (ids, mask) in enumerate(zip(input_ids, attention_mask)):
+            text = tokenizer.decode(ids[mask.bool()].tolist())
+            chat = text[text.index("task_index"):]  # after the system message (it lists the tool schemas)
+            turn = chat.count("<tool_response>")
+            task = int(re.search(r"task_index (\d+)", chat).group(1))
+            quit_ = turn > 0 and f'"name": "{quit_tool}"' in chat
+            plan = [(quit_tool, {})] if quit_ or (turn == 0 and r % 2 == 1) else plans[task]
+            completion = _assistant_text(*plan[turn]) if turn < len(plan) else "done<|im_end|>"
+            outs.append(tokenizer.encode(completion, add_special_tokens=False))
+        width = max(len(o) for o in outs)
+        new = torch.full((len(outs), width), tokenizer.pad_token_id, dtype=torch.long)
+        for r, o in enumerate(outs):
+            new[r, : len(o)] = torch.tensor(o)
+        return torch.cat([input_ids, new.to(input_ids.device)], dim=1)
+
+    return generate
+
+
 @pytest.mark.slow
-def test_grpo_trainer_two_steps_on_cpu(tmp_path, monkeypatch):
-    """Each group plays one task: member 0 the oracle's tool calls, member 1 ``give_up``. The env's
-    reward (1 vs 0) gives a non-zero advantage, so the two steps change the weights; tool calls
-    succeed, and the verifier's rate and the stop reasons are logged beside the reward."""
+@pytest.mark.parametrize("cls,knobs,quit_tool,ask", [(BugFixToolEnv, TUTORIAL, "give_up", "Fix main ."),
+                                                     (LongHorizonToolEnv, LH3, "forfeit", "Fix every stage .")])
+def test_grpo_trainer_two_steps_on_cpu(tmp_path, monkeypatch, cls, knobs, quit_tool, ask):
+    """Each group plays one task: member 0 the oracle's tool calls, member 1 ``quit_tool``. The
+    env's reward (1 vs 0) gives a non-zero advantage, so the two steps change the weights; tool
+    calls succeed, and the verifier's rate and the stop reasons are logged beside the reward."""
     import torch
     from datasets import Dataset
     from transformers import PreTrainedTokenizerFast, Qwen2ForCausalLM
@@ -110,14 +179,14 @@ def test_grpo_trainer_two_steps_on_cpu(tmp_path, monkeypatch):
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     tasks = (0, 1)
-    plans = {i: [tool_call(a) for a in oracle_actions(envs.BUGFIX_ID, i, **TUTORIAL)[0]] for i in tasks}
-    rows = [{"prompt": [{"role": "user", "content": f"Fix main . task_index {i}"}], "split": "train",
+    plans = {i: [tool_call(a) for a in oracle_actions(cls.env_id, i, **knobs)[0]] for i in tasks}
+    rows = [{"prompt": [{"role": "user", "content": f"{ask} task_index {i}"}], "split": "train",
              "task_index": i} for i in tasks]
     corpus = [TEMPLATE.read_text(), *(r["prompt"][0]["content"] for r in rows)]
     for i in tasks:
-        corpus += oracle_actions(envs.BUGFIX_ID, i, **TUTORIAL)[1] + [_assistant_text(n, a) for n, a in plans[i]]
+        corpus += oracle_actions(cls.env_id, i, **knobs)[1] + [_assistant_text(n, a) for n, a in plans[i]]
     from transformers.utils import get_json_schema
-    corpus += [json.dumps(get_json_schema(getattr(BugFixToolEnv(), n))) for n in _tools(BugFixToolEnv)]
+    corpus += [json.dumps(get_json_schema(getattr(cls(**knobs), n))) for n in _tools(cls)]
     model_dir = tiny_model_dir(tmp_path, corpus)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
     model = Qwen2ForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
@@ -127,34 +196,15 @@ def test_grpo_trainer_two_steps_on_cpu(tmp_path, monkeypatch):
                       per_device_train_batch_size=2, num_generations=2, max_steps=2, learning_rate=1e-2,
                       max_completion_length=1536, logging_steps=1, report_to="none", save_strategy="no", seed=0)
     trainer = GRPOTrainer(model=model, args=args, processing_class=tokenizer, train_dataset=Dataset.from_list(rows),
-                          environment_factory=lambda: BugFixToolEnv(**TUTORIAL), reward_funcs=[report_verifier])
+                          environment_factory=lambda: cls(**knobs), reward_funcs=[report_verifier])
 
-    def scripted_generate(input_ids, attention_mask=None, **kwargs):
-        """Member 0 of a group plays the oracle's plan, member 1 gives up; the turn is the number
-        of tool responses in the row so far."""
-        outs = []
-        for r, (ids, mask) in enumerate(zip(input_ids, attention_mask)):
-            text = tokenizer.decode(ids[mask.bool()].tolist())
-            chat = text[text.index("task_index"):]  # after the system message (it lists the tool schemas)
-            turn = chat.count("<tool_response>")
-            task = int(re.search(r"task_index (\d+)", chat).group(1))
-            gave_up = turn > 0 and '"name": "give_up"' in chat
-            plan = [("give_up", {})] if gave_up or (turn == 0 and r % 2 == 1) else plans[task]
-            completion = _assistant_text(*plan[turn]) if turn < len(plan) else "done<|im_end|>"
-            outs.append(tokenizer.encode(completion, add_special_tokens=False))
-        width = max(len(o) for o in outs)
-        new = torch.full((len(outs), width), tokenizer.pad_token_id, dtype=torch.long)
-        for r, o in enumerate(outs):
-            new[r, : len(o)] = torch.tensor(o)
-        return torch.cat([input_ids, new.to(input_ids.device)], dim=1)
-
-    trainer.model.generate = scripted_generate
+    trainer.model.generate = _scripted_generate(tokenizer, plans, quit_tool)
     trainer.train()
 
     logs = [h for h in trainer.state.log_history if "reward" in h]
     assert len(logs) == 2
     for h in logs:
-        assert h["rewards/BugFixToolEnv/mean"] == 0.5 and h["reward"] == 0.5
+        assert h[f"rewards/{cls.__name__}/mean"] == 0.5 and h["reward"] == 0.5
         assert h["verified"] == 0.5 and h["hacked"] == 0.0
         assert h["stop/submitted_resolved"] == 0.5 and h["stop/forfeit"] == 0.5
         assert h["tools/call_frequency"] > 0 and h["tools/failure_frequency"] == 0
