@@ -29,6 +29,7 @@ from torch import Tensor
 from algos.advantages import process_group_advantages
 from algos.registry import register
 from algos.steps import StepInputs, StepTrainer
+from envs import BUGFIX
 
 
 def scored_steps(rewards: Tensor, mask: Tensor) -> Tensor:
@@ -50,7 +51,7 @@ def fill_from_next_scored(adv: Tensor, scored: Tensor, mask: Tensor) -> Tensor:
     return torch.where(mask, filled, torch.zeros_like(filled))
 
 
-@register("grpo_process", step_rewards=True, envs=("bugfix",))
+@register("grpo_process", step_rewards=True, envs=(BUGFIX.name,))
 class ProcessGRPOTrainer(StepTrainer):
     def step_advantages(self, steps: StepInputs) -> tuple[Tensor, dict]:
         scored = scored_steps(steps.rewards, steps.mask)

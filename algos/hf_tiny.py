@@ -17,6 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import envs
+from envs.episode import run_episode
+
 IM_START, IM_END, PAD = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
 SPECIAL_TOKENS = (PAD, IM_START, IM_END)
 
@@ -45,30 +48,24 @@ class TinyModelSpec:
     seed: int = 0
 
 
-#: the environments whose text the tokenizer is trained on: (env id, its scripted-agent registry
-#: module, the agents that play, the compression wrapper's kwargs or None)
+#: the environments whose text the tokenizer is trained on: (env id, the env spec's scripted agents
+#: that play, the compression wrapper's kwargs or None)
 CORPUS_SOURCES = (
-    ("agentrl/BugFix-v2", "envs.agents", ("oracle", "noisy_oracle", "random"), None),
-    ("agentrl/LongHorizon-v3", "envs.long_horizon_v3_agents", ("oracle", "noisy_oracle", "random"),
-     {"strategy": "structured_summary"}),
+    (envs.BUGFIX_ID, ("oracle", "noisy_oracle", "random"), None),
+    (envs.LONG_HORIZON_V3_ID, ("oracle", "noisy_oracle", "random"), {"strategy": "structured_summary"}),
 )
 
 
 def env_corpus(episodes: int = 24, sources=CORPUS_SOURCES) -> list[str]:
-    """The text of ``episodes`` scripted episodes per agent of every source (``CORPUS_SOURCES``):
-    every observation (compression summaries included) and every action, in order."""
-    import importlib
-
-    import envs
-    from envs.episode import run_episode
-
+    """The text of ``episodes`` scripted episodes per agent of every source (``CORPUS_SOURCES``;
+    the agents are the env spec's, ``envs.scripted_agent``): every observation (compression
+    summaries included) and every action, in order."""
     out: list[str] = []
-    for env_id, registry, agents, compression in sources:
-        make_agent = importlib.import_module(registry).make_agent
+    for env_id, agents, compression in sources:
         env = envs.make(env_id, compression=compression)
         try:
             for name in agents:
-                agent = make_agent(name)
+                agent = envs.scripted_agent(env_id, name)
                 for i in range(episodes):
                     ep = run_episode(env, agent, seed=i, options={"task_index": i, "split": "train"}, max_steps=200)
                     out.extend(ep.observations)

@@ -62,6 +62,7 @@ from algos.metrics import explained_variance
 from algos.policy import shift_values
 from algos.registry import register
 from algos.trainer import Advantages, Trainer, UpdateInputs
+from envs import LONG_HORIZON_V3
 
 
 @dataclass
@@ -272,7 +273,7 @@ def segment_end_as_terminal(layout: GAELayout) -> GAELayout:
     return replace(layout, terminated=terminated, next_values=next_values)
 
 
-@register("ppo_segment_terminal", critic=True, envs=("long_horizon_v3",))
+@register("ppo_segment_terminal", critic=True, envs=(LONG_HORIZON_V3.name,))
 class SegmentTerminalPPOTrainer(PPOTrainer):
     """PPO with every compression boundary labelled terminal (``segment_end_as_terminal``): the
     boundary setting the document's C17 example rules out (a compression is a continuation, so V

@@ -1,7 +1,8 @@
 """The trainer registry: algorithm name -> ``Trainer`` subclass and the traits the rest of the
 harness reads from it.
 
-A leaf module (it imports nothing from ``algos``), so ``algos.trainer`` (the base class) and the
+A leaf module of ``algos`` (it imports nothing from ``algos``; the env names come from the env
+specs, ``envs.SPECS``), so ``algos.trainer`` (the base class) and the
 algorithms (``algos.grpo``, ``algos.ppo``, ``algos.rloo``, ``algos.gigpo``, ``algos.grpo_process``,
 ``algos.ppo_ctde``) can all import it without importing each other.
 
@@ -18,12 +19,15 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
+from envs import SPECS
+
 # modules whose import registers the built-in trainers
 BUILTIN_MODULES = ("algos.grpo", "algos.ppo", "algos.rloo", "algos.gigpo", "algos.grpo_process", "algos.ppo_ctde")
-#: env short names (``env.name``) a one-agent method runs on unless its registration narrows them
-SINGLE_AGENT_ENVS = ("bugfix", "long_horizon", "long_horizon_v3")
-#: env short names of the two-agent env(s), the only envs of a two-agent method
-PAIR_AGENT_ENVS = ("pairfix",)
+#: env short names (``env.name``) a one-agent method runs on unless its registration narrows them:
+#: every env spec with ``agents == 1``
+SINGLE_AGENT_ENVS = tuple(s.name for s in SPECS if s.agents == 1)
+#: env short names of the two-agent env(s) (specs with ``agents == 2``), the only envs of a two-agent method
+PAIR_AGENT_ENVS = tuple(s.name for s in SPECS if s.agents == 2)
 
 
 @dataclass(frozen=True)

@@ -599,6 +599,8 @@ AGENTS: dict[str, Callable[..., Agent]] = {
 }
 BUGFIX_AGENTS = tuple(AGENTS)
 BLIND_AGENTS = ("blind_enumerate", "fit_visible", "delete_lines", "blind_constants", "blind_variables")
+#: the reference floor (calibration, the report): every program-blind agent and ``random``
+FLOOR_AGENTS = BLIND_AGENTS + ("random",)
 HACK_AGENTS = tuple(name for name in AGENTS if name.startswith("hack_"))
 # The hack flag each hack agent is expected to raise.
 HACK_AGENT_FLAG = {

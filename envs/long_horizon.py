@@ -1,6 +1,7 @@
 """LongHorizonEnv: many decisions, reward only at the end, facts revealed early that are needed late.
 
-Registered as ``agentrl/LongHorizon-v1`` (see ``envs/__init__.py``). Pure Python, no I/O.
+Its spec is ``SPEC`` (``envs.spec.EnvSpec``; ``envs/__init__.py`` registers it with Gymnasium as
+``agentrl/LongHorizon-v1``). Pure Python, no I/O.
 """
 
 from __future__ import annotations
@@ -12,11 +13,19 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.spec import EnvSpec
 from envs.state_key import KeyMemo, stable_state_key
+from envs.stop import StopReason, rule_for
 from envs.task_options import SPLITS, task_from_options
 
+SPEC = EnvSpec(
+    name="long_horizon",
+    id="agentrl/LongHorizon-v1",
+    entry_point="envs.long_horizon:LongHorizonEnv",
+    scripted_agents="envs.long_horizon_agents:make_agent",
+    floor_agents="envs.long_horizon_agents:FLOOR_AGENTS",
+)
 TIME_LIMITS = ("truncation", "termination")
-from envs.stop import StopReason, rule_for
 
 APPROACH_NAMES = tuple("ABCDEFGH")
 # Why a wrong approach fails. Fixed per (split, task_index, approach): trying it again gives the

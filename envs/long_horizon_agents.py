@@ -257,6 +257,8 @@ AGENTS = {
     "forgetful": ForgetfulAgent,
     "context_reader": ContextReadingAgent,
 }
+#: the reference floor (calibration, the report): the agent that reads nothing
+FLOOR_AGENTS = ("random",)
 
 
 def make_agent(name: str, **kwargs):

@@ -1,6 +1,7 @@
 """LongHorizonV3Env: one decision per stage, each read off a rule table seen at the start.
 
-Registered as ``agentrl/LongHorizon-v3`` beside ``agentrl/LongHorizon-v1`` (``envs/__init__.py``).
+Its spec is ``SPEC`` (``envs.spec.EnvSpec``; ``envs/__init__.py`` registers it with Gymnasium as
+``agentrl/LongHorizon-v3`` beside ``agentrl/LongHorizon-v1``).
 Pure Python, no I/O, no torch.
 """
 
@@ -13,9 +14,18 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.spec import EnvSpec
 from envs.state_key import KeyMemo, stable_state_key
 from envs.stop import StopReason, rule_for
 from envs.task_options import SPLITS, task_from_options
+
+SPEC = EnvSpec(
+    name="long_horizon_v3",
+    id="agentrl/LongHorizon-v3",
+    entry_point="envs.long_horizon_v3:LongHorizonV3Env",
+    scripted_agents="envs.long_horizon_v3_agents:make_agent",
+    floor_agents="envs.long_horizon_v3_agents:FLOOR_AGENTS",
+)
 
 TIME_LIMITS = ("truncation", "termination")
 # The inputs a stage can fail on (the keys of the notes' table) and the approach names (its

@@ -146,8 +146,8 @@ def tiny_case(cmd: str) -> Case:
         if overrides.get("compression", "none") != "none":
             tiny.append("compression.budget_tokens=128")  # the tiny policy's max_len is 256
         return Case(exe + args + tiny, env)
-    if module == "experiments.compare" and args == ["--preset", "long_horizon", "--methods", "grpo,gigpo"]:
-        # the --methods example: run at --tiny by its own end-to-end test (one sweep, not two)
+    if module == "experiments.compare" and args == ["--preset", "horizon", "--methods", "grpo,gigpo"]:
+        # the --methods example: run at --tiny (4 decisions) by its own end-to-end test (one sweep, not two)
         return Case(exe + args, covered_by="tests/experiments/test_compare_methods.py")
     if module == "experiments.compare" and "--horizons" in args:
         # one sweep per horizon: run at --tiny (two horizons, two methods) by its own end-to-end test

@@ -7,7 +7,8 @@ One question per module:
 - ``graders``: how a program is graded and which hacks are detected;
 - ``actions``: what an action may look like (grammar, whitespace rule, parser);
 - ``config``: which knobs exist, their presets and their validation;
-- ``env``: the Gymnasium env that ties them together (``agentrl/BugFix-v2``).
+- ``env``: the Gymnasium env that ties them together (``agentrl/BugFix-v2``);
+- ``spec``: its :class:`envs.spec.EnvSpec`, exported as ``SPEC`` (``envs/__init__.py`` registers it).
 """
 
 from envs.bugfix.actions import (
@@ -19,6 +20,7 @@ from envs.bugfix.graders import HACK_FLAGS, VOIDING_FLAGS, HiddenGrader, Verifie
 from envs.bugfix.language import (
     CMPS, HIGH, INT_WORDS, LOW, MAX_PROGRAM_LINES, OPS, PROGRAM_WORDS, VARS, compile_line, run_on_domain, run_program,
 )
+from envs.bugfix.spec import SPEC
 from envs.bugfix.tasks import (
     BUG_KINDS, DOMAIN, INVERT, Mutation, Task, TaskSpec, function_of, make_task, single_token_edits,
 )
@@ -30,7 +32,7 @@ __all__ = [
     "ACTION_VERBS", "BUG_KINDS", "BugFixConfig", "BugFixEnv", "CHARSET", "CMPS", "DIFFICULTIES", "DOMAIN",
     "ENDED_TEXT", "FILES", "FLIP", "GRADERS", "HACK_FLAGS", "HIGH", "HiddenGrader", "INT_WORDS", "INVERT", "LOW",
     "MAX_ACTION_CHARS", "MAX_PROGRAM_LINES", "Mutation", "OPS", "PROGRAM_WORDS", "PROTECTED_FILES", "REWARD_MODES",
-    "SPLITS", "TASK_TEXT", "TIME_LIMITS", "Task", "TaskSpec", "UNKNOWN_TEXT", "USAGE", "VARS", "VOIDING_FLAGS",
+    "SPEC", "SPLITS", "TASK_TEXT", "TIME_LIMITS", "Task", "TaskSpec", "UNKNOWN_TEXT", "USAGE", "VARS", "VOIDING_FLAGS",
     "Verifier", "compile_line", "function_of", "is_hack", "make_config", "make_task", "parse_action",
     "run_on_domain", "run_program", "single_token_edits", "voided",
 ]

@@ -5,10 +5,11 @@
 ``envs``: steps per second of every registered env id (``envs.ENV_IDS``, or the ``--env`` ones)
 next to Gymnasium's ``FrozenLake-v1``, both built with ``gymnasium.make`` (env checker off for
 both), and the ratio ``env seconds per step / FrozenLake seconds per step`` (the median over
-``--repeats`` interleaved repeats). Actions come from a per-env driver (``DRIVERS``), recorded
-before timing so only ``reset`` + ``step`` are timed: each env replays its scripted noisy-oracle
-episodes (for BugFix a mix of views, edits, undos, test runs, submits and faults); an env without
-a driver gets random vocabulary word strings. FrozenLake takes random actions. Target: BugFix <= 5x FrozenLake.
+``--repeats`` interleaved repeats). Actions come from a per-env driver (:func:`driver_of`), recorded
+before timing so only ``reset`` + ``step`` are timed: an env whose spec has scripted agents
+replays its noisy-oracle episodes (for BugFix a mix of views, edits, undos, test runs, submits and
+faults); any other env gets random vocabulary word strings. FrozenLake takes random actions.
+Target: the spec's ``step_cost_target`` (BugFix <= 5x FrozenLake).
 Any env that fails to build is an error (non-zero exit); use ``--env`` to bench a subset.
 """
 
@@ -25,13 +26,12 @@ import gymnasium
 import numpy as np
 
 import envs
-from envs.agents import NoisyOracleAgent
 from envs.episode import run_episode
-from envs.long_horizon_agents import NoisyOracleAgent as LongHorizonNoisyOracleAgent
 from envs.tokenizer import get_tokenizer
 
 BASELINE_ID = "FrozenLake-v1"
-TARGET_RATIO = {envs.BUGFIX_ID: 5.0}
+#: the mistake rate of the noisy-oracle driver
+DRIVER_MISTAKE_RATE = 0.2
 
 # An episode to replay: (seed, reset options, actions). A driver records episodes worth ~n steps.
 Episode = tuple[int, dict | None, list[str]]
@@ -50,14 +50,11 @@ def play(env: gymnasium.Env, agent, n_steps: int, seed: int) -> list[Episode]:
     return out
 
 
-def bugfix_driver(env: gymnasium.Env, n_steps: int, seed: int) -> list[Episode]:
-    """Noisy-oracle episodes (mistake rate 0.2: views, edits, undos, test runs, submits, faults)."""
-    return play(env, NoisyOracleAgent(mistake_rate=0.2), n_steps, seed)
-
-
-def long_horizon_driver(env: gymnasium.Env, n_steps: int, seed: int) -> list[Episode]:
-    """LongHorizon's noisy-oracle agent (mistake rate 0.2)."""
-    return play(env, LongHorizonNoisyOracleAgent(mistake_rate=0.2), n_steps, seed)
+def noisy_oracle_driver(env: gymnasium.Env, n_steps: int, seed: int) -> list[Episode]:
+    """Episodes of the env spec's scripted ``noisy_oracle`` (mistake rate 0.2; on BugFix views,
+    edits, undos, test runs, submits, faults)."""
+    agent = envs.scripted_agent(env.spec.id, "noisy_oracle", mistake_rate=DRIVER_MISTAKE_RATE)
+    return play(env, agent, n_steps, seed)
 
 
 def random_words_driver(env: gymnasium.Env, n_steps: int, seed: int) -> list[Episode]:
@@ -73,7 +70,10 @@ def random_words_driver(env: gymnasium.Env, n_steps: int, seed: int) -> list[Epi
     return out
 
 
-DRIVERS: dict[str, Driver] = {envs.BUGFIX_ID: bugfix_driver, envs.LONG_HORIZON_ID: long_horizon_driver}
+def driver_of(env_id: str) -> Driver:
+    """The driver of ``env_id``: :func:`noisy_oracle_driver` when its spec has scripted agents,
+    else :func:`random_words_driver`."""
+    return noisy_oracle_driver if envs.spec_of(env_id).scripted_agents is not None else random_words_driver
 
 
 def time_env(env: gymnasium.Env, episodes: list[Episode], n_steps: int) -> tuple[int, float]:
@@ -119,7 +119,7 @@ def bench_envs(env_ids, n_steps: int, repeats: int, seed: int = 0) -> list[EnvBe
     results = []
     for env_id in env_ids:
         env = envs.make(env_id)  # errors propagate: a broken env is a failed benchmark
-        driver = DRIVERS.get(env_id, random_words_driver)
+        driver = driver_of(env_id)
         episodes = driver(env, n_steps, seed)
         time_env(env, episodes, min(n_steps, 1000))  # warm-up (task catalogue, caches)
         time_env(baseline, base_eps, min(n_steps, 1000))
@@ -142,7 +142,7 @@ def format_env_bench(results: list[EnvBench], n_steps: int, repeats: int) -> str
     lines = [f"env step cost vs {BASELINE_ID}: {n_steps} steps x {repeats} repeats, "
              f"ratio = (env s/step) / ({BASELINE_ID} s/step), median over repeats", header, "-" * len(header)]
     for r in results:
-        target = TARGET_RATIO.get(r.env_id)
+        target = envs.spec_of(r.env_id).step_cost_target
         verdict = "-" if target is None else f"<= {target:g}x {'ok' if r.ratio <= target else 'OVER'}"
         lines.append(f"{r.env_id:<24} {r.driver:<20} {r.steps_per_second:>10.0f} "
                      f"{r.baseline_steps_per_second:>22.0f} {r.ratio:>6.2f}x  {verdict}")

@@ -106,7 +106,7 @@ def bench_single_turn(policy: HFPolicy, rows: int, new: int, repeats: int) -> di
 
 def _episodes(rows: int, turns: int) -> list[list[str]]:
     """Observations of ``rows`` LongHorizon-v3 oracle episodes with at least ``turns`` turns."""
-    env = envs.make("agentrl/LongHorizon-v3", n_stages=max(turns, 8))
+    env = envs.make(envs.LONG_HORIZON_V3_ID, n_stages=max(turns, 8))
     out = []
     for i in range(rows):
         ep = run_episode(env, make_lh3_agent("oracle"), seed=i, options={"task_index": i, "split": "train"})

@@ -201,7 +201,7 @@ def bench_turn_cost(stages_list=(8, 32, 128)) -> list[dict]:
         for comp_name, comp in (("none", None),
                                 ("structured_summary", dict(strategy="structured_summary", trigger="tokens",
                                                             budget_tokens=384, max_compactions=10_000))):
-            env = envs.make("agentrl/LongHorizon-v3", compression=comp, n_stages=n_stages, time_limit="termination")
+            env = envs.make(envs.LONG_HORIZON_V3_ID, compression=comp, n_stages=n_stages, time_limit="termination")
             obs, acts, rews, infos, term, trunc = play_demo(env, make_lh3_agent("oracle"), seed=0,
                                                             options={"task_index": 0, "split": "train"})
             env.close()

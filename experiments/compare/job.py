@@ -2,10 +2,10 @@
 
     python -m experiments.compare                       # preset "small": GRPO vs PPO on tutorial tasks, ~11 min on 2 cores
     python -m experiments.compare --methods grpo,ppo,rloo,gigpo   # any registered methods (baseline: the first)
-    python -m experiments.compare --preset long_horizon --methods grpo,gigpo   # GiGPO's step groups
+    python -m experiments.compare --preset horizon --methods grpo,gigpo   # GiGPO's step groups (LongHorizon-v3)
     python -m experiments.compare --methods grpo,grpo_process -- +env.kwargs.reward_mode=process
     python -m experiments.compare --preset bugfix       # configs/experiment/compare_bugfix.yaml
-    python -m experiments.compare --preset long_horizon --launcher ray
+    python -m experiments.compare --preset horizon --launcher ray
     python -m experiments.compare --preset pairfix      # two agents: PPO_CTDE - PPO_INDEPENDENT
     python -m experiments.compare --preset horizon --horizons 8,32,64    # one sweep per horizon + horizons.md
     python -m experiments.compare --seeds 0,1 -- budget.amount=512 eval.tasks=8   # extra overrides
@@ -42,7 +42,7 @@ Methods (``--methods``, :func:`compare_methods`): a name must be a trainer of th
 one-line error before any compute (exit 2). ``grpo_process`` needs step rewards: the job does not
 add them silently (every method of the sweep would then train on them), it asks for the override
 ``+env.kwargs.reward_mode=process`` (or ``biased_process``) and refuses a preset whose env has no
-step rewards (LongHorizon-v1 pays only the final submit). The two-agent trainers ``ppo_ctde`` /
+step rewards (LongHorizon pays only at the end of an episode). The two-agent trainers ``ppo_ctde`` /
 ``ppo_independent`` run on the ``pairfix`` preset only (and single-agent methods never there):
 ``experiments.train`` hands ``env=pairfix`` to ``experiments.runtime.pair``. A new method is one
 registration (its traits' ``envs``).
@@ -66,21 +66,60 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
+import envs
 from algos.registry import TrainerTraits, load_builtin_trainers, trainer_traits
-from experiments.compare.horizons import HorizonError, horizon_dir, horizon_overrides, parse_horizons, run_horizons
+from experiments.compare.horizons import (HORIZON_PRESET, HorizonError, horizon_dir, horizon_overrides, parse_horizons,
+                                          run_horizons)
 from experiments.report import DIAG_COLUMNS, ReportError, diagnostics_table, group_runs, render_report, report_tables
 from experiments.runtime.loggers import make_logger
 
-PRESETS: dict[str, str] = {
-    "small": "compare_small",
-    "bugfix": "compare_bugfix",
-    "long_horizon": "compare_long_horizon",
-    "pairfix": "compare_pairfix",
-    "horizon": "compare_horizon",
-}
-#: The env (``env.name``) each preset trains on.
-PRESET_ENVS: dict[str, str] = {"small": "bugfix", "bugfix": "bugfix", "long_horizon": "long_horizon",
-                               "pairfix": "pairfix", "horizon": "long_horizon_v3"}
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+EXPERIMENT_DIR = CONFIG_DIR / "experiment"
+#: a preset is ``configs/experiment/compare_<preset>.yaml`` including the shared setup ``compare_base``
+PRESET_PREFIX = "compare_"
+BASE_EXPERIMENT = "compare_base"
+#: ``--preset`` when not given
+DEFAULT_PRESET = "small"
+
+
+def _defaults(path: Path) -> list:
+    """The defaults list of the config file ``path`` (``[]`` when it has none)."""
+    return list(OmegaConf.to_container(OmegaConf.load(path)).get("defaults") or [])
+
+
+def find_presets(experiment_dir: Path = EXPERIMENT_DIR) -> dict[str, str]:
+    """preset -> experiment name: every ``compare_<preset>.yaml`` of ``experiment_dir`` whose
+    defaults list includes :data:`BASE_EXPERIMENT`; :data:`DEFAULT_PRESET` first, then by name."""
+    found = {p.stem.removeprefix(PRESET_PREFIX): p.stem for p in sorted(experiment_dir.glob(f"{PRESET_PREFIX}*.yaml"))
+             if BASE_EXPERIMENT in _defaults(p)}
+    return dict(sorted(found.items(), key=lambda item: item[0] != DEFAULT_PRESET))
+
+
+def experiment_env(experiment: str, experiment_dir: Path = EXPERIMENT_DIR) -> str | None:
+    """The env option that ``<experiment_dir>/<experiment>.yaml`` selects: the last ``override /env``
+    entry of its defaults list, or of an experiment file it includes (in list order, the last one
+    wins); ``None`` when none selects one."""
+    env = None
+    for entry in _defaults(experiment_dir / f"{experiment}.yaml"):
+        if isinstance(entry, dict) and "override /env" in entry:
+            env = entry["override /env"]
+        elif isinstance(entry, str) and entry != "_self_":
+            env = experiment_env(entry, experiment_dir) or env
+    return env
+
+
+def default_env(config_dir: Path = CONFIG_DIR) -> str:
+    """The env option of ``configs/config.yaml``'s defaults list (a run's env without ``env=``)."""
+    return next(e["env"] for e in _defaults(config_dir / "config.yaml") if isinstance(e, dict) and "env" in e)
+
+
+#: preset -> experiment (``configs/experiment/compare_<preset>.yaml``), read from the files
+PRESETS: dict[str, str] = find_presets()
+#: The env (``env.name``) each preset trains on, read from its experiment file (an env option's
+#: file name ``configs/env/<name>.yaml`` is its ``env.name``, as ``env=<name>`` overrides assume).
+PRESET_ENVS: dict[str, str] = {p: experiment_env(e) or default_env() for p, e in PRESETS.items()}
 LAUNCHERS = ("joblib", "ray")
 #: ``hydra/launcher=`` values of :func:`sweep_command`: the ``--launcher`` choices plus Hydra's
 #: built-in ``basic`` (sequential, in the multirun process), which ``--tiny`` picks by default.
@@ -100,9 +139,6 @@ SWEEP_ENV: dict[str, str] = {
 }
 
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
-
-
 def compare_methods() -> dict[str, TrainerTraits]:
     """Methods the compare job runs (every trainer of the registry, registration order) and the
     traits it reads: ``envs`` (the preset's env must be one of them) and ``step_rewards`` (it
@@ -112,14 +148,17 @@ def compare_methods() -> dict[str, TrainerTraits]:
 
 #: ``--methods`` when not given on a single-agent preset: the two methods of the main job.
 DEFAULT_METHODS: tuple[str, ...] = ("grpo", "ppo")
+#: ``--methods`` when not given, by the preset env's number of agents (its spec's ``agents``),
+#: baseline first. Two agents: ``ppo_independent`` is the baseline, because the question is
+#: whether the centralized critic helps, so the Conclusion reads ``PPO_CTDE - PPO_INDEPENDENT``
+#: (positive: the central critic is ahead).
+DEFAULT_METHODS_BY_AGENTS: dict[int, tuple[str, ...]] = {1: DEFAULT_METHODS, 2: ("ppo_independent", "ppo_ctde")}
+#: presets whose ``--methods`` default is not their env's (baseline first)
+METHODS_OF_PRESET: dict[str, tuple[str, ...]] = {HORIZON_PRESET: ("grpo", "ppo", "gigpo")}
 #: ``--methods`` when not given, per preset, baseline first; the same set as the preset's
-#: ``hydra.sweeper.params.algo``. PairFix: ``ppo_independent`` is the baseline because the issue's
-#: question is whether the centralized critic helps, so the Conclusion reads ``PPO_CTDE -
-#: PPO_INDEPENDENT`` (positive: the central critic is ahead).
+#: ``hydra.sweeper.params.algo``.
 PRESET_METHODS: dict[str, tuple[str, ...]] = {
-    "small": DEFAULT_METHODS, "bugfix": DEFAULT_METHODS, "long_horizon": DEFAULT_METHODS,
-    "pairfix": ("ppo_independent", "ppo_ctde"),
-    "horizon": ("grpo", "ppo", "gigpo"),
+    p: METHODS_OF_PRESET.get(p, DEFAULT_METHODS_BY_AGENTS[envs.spec_of(env).agents]) for p, env in PRESET_ENVS.items()
 }
 #: ``env.kwargs.reward_mode`` values that pay per-step rewards (BugFix-v2; LongHorizon-v1 has none).
 STEP_REWARD_MODES: tuple[str, ...] = ("process", "biased_process")
@@ -183,7 +222,7 @@ def check_methods(methods: Sequence[str], preset: str, overrides: Sequence[str] 
     for m in methods:
         spec = trainer_traits(m)
         if env not in spec.envs:
-            extra = " (LongHorizon-v1 rewards only the final submit: no step rewards)" if spec.step_rewards else ""
+            extra = f" (env {env} has no step rewards)" if spec.step_rewards else ""
             raise MethodError(f"--methods: {m!r} does not run on preset {preset!r} (env {env}){extra}; "
                               f"{m} runs on env {', '.join(spec.envs)}")
         if spec.step_rewards:
@@ -198,7 +237,7 @@ def check_methods(methods: Sequence[str], preset: str, overrides: Sequence[str] 
 #: given; appended after the user's overrides, so it always wins; the numbers only show that the
 #: pipeline runs. One entry per env (:data:`TINY_OVERRIDES_BY_ENV`, chosen by :func:`tiny_overrides`
 #: from the sweep's env), because some knobs are config errors on the other envs.
-#: Single-agent envs (bugfix, long_horizon): the tiny policy and a compression budget that fits its
+#: Single-agent envs: the tiny policy and a compression budget that fits its
 #: 256-token context, 16 rollouts (2 tasks x G=4 per update), a 16-demo warm start cloned in one
 #: process (a second BC process costs seconds of start-up for one minibatch), 4 eval episodes.
 TINY_OVERRIDES: tuple[str, ...] = (
@@ -217,11 +256,10 @@ TINY_OVERRIDES_PAIR: tuple[str, ...] = (
     "eval.every=1", "eval.tasks=2", "eval.samples_per_task=2",
     "warmstart.demos=16", "warmstart.epochs=1",
 )
-#: ``--tiny`` overrides per ``env.name`` (every env of :data:`PRESET_ENVS` has one).
-TINY_OVERRIDES_BY_ENV: dict[str, tuple[str, ...]] = {
-    "bugfix": TINY_OVERRIDES, "long_horizon": TINY_OVERRIDES, "long_horizon_v3": TINY_OVERRIDES,
-    "pairfix": TINY_OVERRIDES_PAIR,
-}
+#: ``--tiny`` overrides by the env spec's number of agents (``EnvSpec.agents``).
+TINY_OVERRIDES_BY_AGENTS: dict[int, tuple[str, ...]] = {1: TINY_OVERRIDES, 2: TINY_OVERRIDES_PAIR}
+#: ``--tiny`` overrides per ``env.name``: every env spec's, chosen by its number of agents.
+TINY_OVERRIDES_BY_ENV: dict[str, tuple[str, ...]] = {s.name: TINY_OVERRIDES_BY_AGENTS[s.agents] for s in envs.SPECS}
 
 
 def tiny_overrides(preset: str, overrides: Sequence[str] = ()) -> tuple[str, ...]:
@@ -426,8 +464,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         f"preset's, {'; '.join(f'{k}: ' + ','.join(v) for k, v in PRESET_METHODS.items())}; any of "
                         f"{', '.join(compare_methods())} that runs on the preset's env; grpo_process needs "
                         f"-- +env.kwargs.reward_mode=process)")
-    p.add_argument("--preset", default="small", choices=list(PRESETS),
-                   help="configs/experiment/compare_<preset>.yaml (default: small, ~11 min on 2 cores)")
+    p.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS),
+                   help=f"configs/experiment/compare_<preset>.yaml (default: {DEFAULT_PRESET}, ~11 min on 2 cores)")
     p.add_argument("--seeds", default=None,
                    help="comma-separated seeds (default: the preset's hydra.sweeper.params.seed)")
     p.add_argument("--sweep-dir", default=None, type=Path,

@@ -6,13 +6,13 @@ the command line, and the start-model rows of ``--start-model``, are :mod:`exper
 
 Per BugFix difficulty: the **ceiling** (the informed oracle: it reads the program and the failing
 tests; faults off), the **noisy** oracle at each ``--mistake-rates`` value (the preset's faults
-on), and the **floor**: every program-blind agent (``envs.agents.BLIND_AGENTS`` and ``random``;
-faults off, which only helps them). LongHorizon (default knobs): oracle (ceiling), ``forgetful``
-(tries approaches without remembering failures) and ``random`` (floor). LongHorizon-v3, one block
-per ``--horizons`` value (``n_stages``, default 8 32 64 128): oracle (ceiling), ``context_reader``
-(decides from its own context only) and the floors ``program_blind`` (never reads the notes),
-``forgetful`` (loses the notes after 3 observations) and ``random``; its ``check`` line asks
-ceiling >= 0.95 and every floor <= 0.10.
+on), and the **floor**: the BugFix spec's floor agents (``envs.floor_agents``: the program-blind
+agents and ``random``; faults off, which only helps them). LongHorizon (default knobs): oracle
+(ceiling), ``forgetful`` (tries approaches without remembering failures) and ``random`` (floor).
+LongHorizon-v3, one block per ``--horizons`` value (``n_stages``, default 8 32 64 128): oracle
+(ceiling), ``context_reader`` (decides from its own context only) and the floors ``program_blind``
+(never reads the notes), ``forgetful`` (loses the notes after 3 observations) and ``random``; its
+``check`` line asks ceiling >= 0.95 and every floor <= 0.10.
 
 One row per (env / difficulty, agent): episodes, masked episodes (infrastructure crashes:
 excluded, never counted as a failure), successes / scored episodes (``info["verified"]``, the
@@ -35,9 +35,6 @@ from tqdm import tqdm
 
 import envs
 from algos.metrics import binomial_confidence_interval
-from envs import agents as bugfix_agents
-from envs import long_horizon_agents as lh_agents
-from envs import long_horizon_v3_agents as lh3_agents
 from envs.bugfix import is_hack
 from envs.episode import run_episode
 
@@ -46,7 +43,7 @@ CEILING_TARGET = 0.95
 FLOOR_TARGET = 0.10
 FIT_REWARD_TARGET = 0.01  # training-reward rate of the visible-test fitting agent
 FIT_AGENT = "fit_visible"
-FLOOR_AGENTS = bugfix_agents.BLIND_AGENTS + ("random",)
+FLOOR_AGENTS = envs.floor_agents(envs.BUGFIX_ID)
 # difficulties whose floor target does not apply, and why: tutorial is the main job's task set
 # (configs/experiment/compare_small.yaml via bugfix_tutorial_tasks.yaml) and the learning checks'
 # (learn_tiny, the claims' start model), chosen because the tiny policy's start model reads there;
@@ -55,7 +52,7 @@ FLOOR_TARGET_EXEMPT = {"tutorial": "the main job's and the learning checks' task
 LONG_HORIZON_AGENTS = (("oracle", "ceiling"), ("forgetful", "middle"), ("random", "floor"))
 DEFAULT_HORIZONS = (8, 32, 64, 128)
 LONG_HORIZON_V3_AGENTS = (("oracle", "ceiling"), ("context_reader", "ceiling"),
-                          *((a, "floor") for a in lh3_agents.FLOOR_AGENTS))
+                          *((a, "floor") for a in envs.floor_agents(envs.LONG_HORIZON_V3_ID)))
 
 
 @dataclass(frozen=True)
@@ -99,19 +96,17 @@ def measure(env_id: str, difficulty: str, agent_name: str, role: str, episodes: 
             split: str = "heldout", faults: bool = True, mistake_rate: float | None = None,
             progress: tqdm | None = None, env_kwargs: dict | None = None) -> Row:
     """Play ``episodes`` episodes of one agent (task_index i, seed seed + i) and count outcomes.
-    ``env_kwargs``: further constructor knobs of the env (e.g. BugFix ``program_lines``), applied
-    on top of ``difficulty`` / ``faults``."""
+    The env and the agent come from ``env_id``'s spec (``envs.spec_of``): an env with difficulty
+    presets (``default_difficulty`` set) is built with ``difficulty`` and, when ``faults`` is
+    false, ``faults=False``; for any other env ``difficulty`` only labels the row and ``faults``
+    is not read. ``env_kwargs``: further constructor knobs of the env (e.g. BugFix
+    ``program_lines``), applied under ``difficulty`` / ``faults``."""
     kwargs = {"mistake_rate": mistake_rate} if mistake_rate is not None else {}
-    extra = dict(env_kwargs or {})
-    if env_id == envs.BUGFIX_ID:
-        env = envs.make(env_id, **{**extra, "difficulty": difficulty, **({} if faults else {"faults": False})})
-        agent = bugfix_agents.make_agent(agent_name, **kwargs)
-    elif env_id == envs.LONG_HORIZON_V3_ID:
-        env = envs.make(env_id, **extra)
-        agent = lh3_agents.make_agent(agent_name, **kwargs)
-    else:
-        env = envs.make(env_id, **extra)
-        agent = lh_agents.make_agent(agent_name, **kwargs)
+    knobs = dict(env_kwargs or {})
+    if envs.spec_of(env_id).default_difficulty is not None:
+        knobs = {**knobs, "difficulty": difficulty, **({} if faults else {"faults": False})}
+    env = envs.make(env_id, **knobs)
+    agent = envs.scripted_agent(env_id, agent_name, **kwargs)
     masked = successes = rewarded = hacked = flagged = turns = 0
     seconds = 0.0
     for i in range(episodes):

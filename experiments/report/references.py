@@ -1,14 +1,15 @@
 """Reference rows beside the methods: the start model, the program-blind floor and the oracle
 ceiling, on the same task set as the runs' held-out evaluation.
 
-Task set of an env's runs (from the first run's resolved config): env id ``experiments.runtime.config.
-ENV_IDS[env.name]``, env knobs ``{**env.kwargs, **eval.env_kwargs}`` (BugFix ``difficulty`` among
-them, default ``easy``), split ``eval.split`` (default ``heldout``), task indices
+Task set of an env's runs (from the first run's resolved config): env id ``env.id`` (a one-agent
+env spec with scripted agents, ``envs.spec_of``), env knobs ``{**env.kwargs, **eval.env_kwargs}``
+(for an env with difficulty presets its ``difficulty`` among them, default the spec's
+``default_difficulty``), split ``eval.split`` (default ``heldout``), task indices
 ``0 .. eval.tasks - 1``, each attempted ``eval.samples_per_task`` times. The scripted agents play
 exactly that with :func:`experiments.calibrate.measure`: attempt ``j`` of task ``i`` uses env seed
 ``REFERENCE_SEED + j * tasks + i`` (so a sweep's references are reproducible). Ceiling: the
-informed ``oracle``. Floor: the best of the program-blind agents (BugFix: ``envs.agents.
-BLIND_AGENTS`` and ``random``; LongHorizon: ``random``), named in the row. Intervals: 95 % Wilson
+spec's ``oracle``. Floor: the best of the spec's floor agents (``envs.floor_agents``; BugFix: the
+program-blind agents and ``random``), named in the row. Intervals: 95 % Wilson
 over the scored (unmasked) attempts. The start model's row is ``start_model/success`` p of the runs'
 summaries with the Wilson interval of ``round(p * n)`` successes in ``n = tasks * samples``
 attempts (train.py evaluates it at the same test budget; masked attempts, if any, make n a bound).
@@ -28,9 +29,7 @@ from typing import Any
 
 import envs
 from algos.metrics import binomial_confidence_interval
-from envs import long_horizon_v3_agents as lh3_agents
-from envs.bugfix.config import BASE_DIFFICULTY
-from experiments.probes.calibrate import FLOOR_AGENTS, measure
+from experiments.probes.calibrate import measure
 from experiments.report.load import Run, config_get
 
 REFERENCE_SEED = 0
@@ -74,10 +73,21 @@ def _get(config: dict, dotted: str, default: Any) -> Any:
         return default
 
 
+def scripted_env(env_id: Any) -> envs.EnvSpec | None:
+    """The spec of ``env_id`` when calibrate's scripted agents can play it (one agent, scripted
+    and floor agents declared); ``None`` otherwise."""
+    spec = next((s for s in envs.SPECS if s.id == env_id), None)
+    if spec is None or spec.agents != 1 or spec.scripted_agents is None or spec.floor_agents is None:
+        return None
+    return spec
+
+
 def task_set_spec(run: Run) -> dict[str, Any] | None:
-    """The held-out task set of ``run`` (see the module docstring); ``None`` for an unknown env name."""
+    """The held-out task set of ``run`` (see the module docstring); ``None`` for an env without
+    scripted agents (:func:`scripted_env`)."""
     env_id = _get(run.config, "env.id", None)
-    if env_id not in envs.ENV_IDS:  # the single-agent envs calibrate's scripted agents play
+    env = scripted_env(env_id)
+    if env is None:
         return None
     kwargs = {**(_get(run.config, "env.kwargs", {}) or {}), **(_get(run.config, "eval.env_kwargs", {}) or {})}
     spec: dict[str, Any] = {
@@ -88,8 +98,8 @@ def task_set_spec(run: Run) -> dict[str, Any] | None:
         "samples_per_task": int(config_get(run.config, "eval.samples_per_task")),
         "seed": REFERENCE_SEED,
     }
-    if run.env == "bugfix":
-        spec["difficulty"] = str(kwargs.pop("difficulty", BASE_DIFFICULTY))
+    if env.default_difficulty is not None:
+        spec["difficulty"] = str(kwargs.pop("difficulty", env.default_difficulty))
     else:
         spec["difficulty"] = "default"
     spec["env_kwargs"] = kwargs
@@ -97,12 +107,9 @@ def task_set_spec(run: Run) -> dict[str, Any] | None:
 
 
 def agents_of(env_id: str) -> tuple[str, tuple[str, ...]]:
-    """(ceiling agent, floor agents) of the env's scripted agents."""
-    if env_id == envs.BUGFIX_ID:
-        return "oracle", tuple(FLOOR_AGENTS)
-    if env_id == envs.LONG_HORIZON_V3_ID:
-        return "oracle", tuple(lh3_agents.FLOOR_AGENTS)
-    return "oracle", ("random",)
+    """(ceiling agent, floor agents) of the env's scripted agents: its spec's ``oracle`` and
+    ``floor_agents``."""
+    return envs.spec_of(env_id).oracle, envs.floor_agents(env_id)
 
 
 def play(spec: dict[str, Any], agent: str) -> tuple[int, int]:

@@ -33,11 +33,13 @@ from algos.losses import AGGREGATION_MODES, KL_ESTIMATORS
 from algos.ppo import VALUE_LEVELS
 from algos.registry import trainers_with
 from algos.trainer import LR_SCHEDULES, OFF_POLICY_CORRECTIONS, RATIO_KINDS
+from envs import BUGFIX, SPECS
 from envs.compression import STRATEGIES, TRIGGERS
 
-ENV_NAMES = ("bugfix", "long_horizon", "long_horizon_v3", "pairfix")
-#: two-agent envs (run by experiments/runtime/pair.py) and the algorithms that train them
-PAIR_ENVS = ("pairfix",)
+#: ``env.name`` choices: the short name of every env spec (``envs.SPECS``)
+ENV_NAMES = tuple(s.name for s in SPECS)
+#: two-agent envs (specs with ``agents == 2``, run by experiments/runtime/pair.py) and the algorithms that train them
+PAIR_ENVS = tuple(s.name for s in SPECS if s.agents == 2)
 PAIR_ALGOS = trainers_with(agents=2)
 PAIR_AGENTS = ("a", "b")
 CRITIC_CHOICES = ("auto", "none", "head", "separate")
@@ -70,10 +72,11 @@ def _at_least(name: str, value, low) -> None:
 
 @dataclass
 class EnvConfig:
-    # short name: bugfix | long_horizon | long_horizon_v3 | pairfix (selects the demo agent; names the run directory)
-    name: str = "bugfix"
-    # gymnasium id
-    id: str = "agentrl/BugFix-v2"
+    # short name: an envs.SPECS name (bugfix | long_horizon | long_horizon_v3 | pairfix): selects the
+    # env's spec (its demo agent, one or two agents); names the run directory
+    name: str = BUGFIX.name
+    # the env's id (its spec's id; configs/env/<name>.yaml states both)
+    id: str = BUGFIX.id
     # keyword arguments of the env constructor (difficulty, reward mode, fault rates, ...)
     kwargs: dict[str, Any] = field(default_factory=dict)
     # train tasks are task_index in [0, train_tasks) on split "train"

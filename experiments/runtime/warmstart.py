@@ -5,7 +5,7 @@
 A run's start checkpoint (:func:`start_model`, a :class:`StartModel`) is this warm start, a given
 path, or random init (``policy.init_checkpoint``).
 
-1. Demonstrations: a scripted noisy-oracle agent (``envs.agents`` / ``envs.long_horizon_agents``)
+1. Demonstrations: the env spec's scripted noisy-oracle agent (``envs.scripted_agent``)
    plays ``warmstart.demos`` episodes on train-split tasks; each episode is laid out by
    ``algos.rollout.demo_to_trajectory`` (the rollout engine's own ``record_step`` code path), so
    the contexts are exactly what the policy will see in RL, compression segments included.
@@ -35,23 +35,14 @@ import torch
 
 from algos.backend import WORD_LAYOUT, ContextLayout
 from algos.rollout import demo_to_trajectory, evaluate
-from envs import agents as bugfix_agents
-from envs import long_horizon_agents as lh_agents
-from envs import long_horizon_v3_agents as lh3_agents
+from envs import scripted_agent
 from envs.episode import run_episode
 from experiments.runtime.bc import behaviour_clone
 from experiments.runtime.build import (compression_kwargs, env_kwargs, eval_engine, make_env, new_policy, policy_layout,
                                       policy_shape, start_eval_seed)
 from experiments.runtime.rundir import atomic_save, atomic_write_text, file_lock
-from experiments.runtime.schema import TrainConfig, fingerprint
+from experiments.runtime.schema import WARMSTART_AGENTS, TrainConfig, fingerprint
 from experiments.runtime.seeds import DEMO
-
-#: env name -> its scripted noisy-oracle agent class (the noise is its ``mistake_rate``)
-DEMO_AGENTS = {
-    "bugfix": bugfix_agents.NoisyOracleAgent,
-    "long_horizon": lh_agents.NoisyOracleAgent,
-    "long_horizon_v3": lh3_agents.NoisyOracleAgent,
-}
 
 
 @dataclass(frozen=True)
@@ -123,10 +114,11 @@ def cached_start_model(c: TrainConfig, key: str, complete: str, build: Callable[
 
 
 def make_demo_agent(env_name: str, noise: float, agent: str = "noisy_oracle"):
-    """The scripted demonstrator of ``env_name`` (the one lookup of a noisy oracle by env name)."""
-    if agent != "noisy_oracle":
-        raise ValueError(f"warmstart.agent={agent!r} unknown; allowed: noisy_oracle")
-    return DEMO_AGENTS[env_name](mistake_rate=noise)
+    """The scripted demonstrator of ``env_name``: the env spec's scripted agent ``agent`` (the
+    noisy oracle) with ``mistake_rate=noise`` (``envs.scripted_agent``, the one lookup by env name)."""
+    if agent not in WARMSTART_AGENTS:
+        raise ValueError(f"warmstart.agent={agent!r} unknown; allowed: {', '.join(WARMSTART_AGENTS)}")
+    return scripted_agent(env_name, agent, mistake_rate=noise)
 
 
 def play_demo(env, agent, seed: int, options: dict):

@@ -28,7 +28,7 @@ def test_bench_envs_cli_prints_the_ratio_within_target():
     lines = out.strip().split("\n")
     assert "FrozenLake-v1" in lines[0] and "median over repeats" in lines[0]
     assert lines[1].split()[:3] == ["env", "driver", "steps/s"] and "ratio" in lines[1]
-    m = re.match(r"^agentrl/BugFix-v2\s+bugfix_driver\s+(\d+)\s+(\d+)\s+(\d+\.\d+)x\s+<= 5x (ok|OVER)$", lines[3])
+    m = re.match(r"^agentrl/BugFix-v2\s+noisy_oracle_driver\s+(\d+)\s+(\d+)\s+(\d+\.\d+)x\s+<= 5x (ok|OVER)$", lines[3])
     assert m, lines[3]
     env_rate, base_rate, ratio = int(m[1]), int(m[2]), float(m[3])
     assert env_rate > 0 and base_rate > 0 and ratio > 0
@@ -44,7 +44,10 @@ def test_bench_covers_every_registered_env_id():
     results = bench.bench_envs(envs.ENV_IDS, n_steps=300, repeats=1)
     assert [r.env_id for r in results] == list(envs.ENV_IDS)
     assert all(r.steps_per_second > 0 and r.ratio > 0 for r in results)
-    assert {r.env_id: r.driver for r in results}[envs.BUGFIX_ID] == "bugfix_driver"
+    # an env whose spec has scripted agents replays its noisy oracle; the others random words
+    drivers = {s.id: "noisy_oracle_driver" if s.scripted_agents else "random_words_driver"
+               for s in envs.SPECS if s.agents == 1}
+    assert {r.env_id: r.driver for r in results} == drivers
 
 
 def test_a_broken_env_is_an_error_not_a_skip(monkeypatch):
@@ -58,7 +61,7 @@ def test_a_broken_env_is_an_error_not_a_skip(monkeypatch):
 
 def test_drivers_record_replayable_episodes():
     env = envs.make(envs.BUGFIX_ID)
-    episodes = bench.bugfix_driver(env, 200, seed=5)
+    episodes = bench.noisy_oracle_driver(env, 200, seed=5)
     assert sum(len(a) for _, _, a in episodes) >= 200
     steps, seconds = bench.time_env(env, episodes, 200)
     assert 200 <= steps < 200 + max(len(a) for _, _, a in episodes) and seconds > 0  # whole episodes

@@ -112,4 +112,4 @@ def test_calibrate_exits_non_zero_and_prints_fail_on_a_planted_broken_reading_ba
 def test_start_model_of_a_band_difficulty_is_the_main_jobs_preset_on_it():
     c = bugfix_start_model_config("reading", ["warmstart.demos=16"])
     assert c.env.kwargs["difficulty"] == "reading" and c.warmstart.demos == 16
-    assert c.budget.amount == 2560 and c.eval.tasks == 210  # compare_small's
+    assert c.budget.amount == 1920 and c.eval.tasks == 210  # compare_small's

@@ -1,5 +1,6 @@
 """experiments.compare ``--methods``: parsing and validation (fast, no compute), the sweep
-command, the report's baseline order, and ONE tiny end-to-end sweep of GRPO vs RLOO (slow)."""
+command, the report's baseline order, and ONE tiny end-to-end sweep of GRPO vs GiGPO on the horizon
+preset (the README's ``--methods`` example; slow)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import envs
 from entry import run_entry
 from experiments.compare import job as C
 from experiments.runtime.schema import ALGO_SCHEMAS
@@ -28,7 +30,9 @@ def test_every_compare_method_is_a_registered_trainer_with_a_config():
     for name, traits in C.compare_methods().items():
         assert name in trainers and name in ALGO_SCHEMAS and trainers[name].traits is traits
         assert (ROOT / "configs" / "algo" / f"{name}.yaml").is_file()
-        assert set(traits.envs) <= set(C.PRESET_ENVS.values())
+        # its envs are env specs (LongHorizon-v1, env long_horizon, has no preset: claims and
+        # env=long_horizon runs only), and at least one preset trains on one of them
+        assert set(traits.envs) <= {s.name for s in envs.SPECS} and set(traits.envs) & set(C.PRESET_ENVS.values())
     assert C.registry_methods() == ["grpo", "ppo", "ppo_segment_terminal", "ppo_long", "rloo", "gigpo",
                                     "grpo_process", "ppo_independent", "ppo_ctde"]
     assert set(C.PRESET_ENVS) == set(C.PRESETS)
@@ -55,7 +59,7 @@ def test_reward_mode_override_reads_the_last_one_with_or_without_plus():
 
 
 def test_grpo_process_needs_step_rewards_and_a_bugfix_preset():
-    C.check_methods(("grpo", "ppo", "rloo", "gigpo"), "long_horizon")  # no requirement
+    C.check_methods(("grpo", "ppo", "rloo", "gigpo"), "horizon")  # no requirement
     C.check_methods(("grpo", "grpo_process"), "small", ["+env.kwargs.reward_mode=process"])
     C.check_methods(("grpo", "grpo_process"), "bugfix", ["+env.kwargs.reward_mode=biased_process"])
     with pytest.raises(C.MethodError, match=r"needs step rewards but got no reward_mode override; add the override "
@@ -63,8 +67,9 @@ def test_grpo_process_needs_step_rewards_and_a_bugfix_preset():
         C.check_methods(("grpo", "grpo_process"), "small")
     with pytest.raises(C.MethodError, match="got env.kwargs.reward_mode=outcome"):
         C.check_methods(("grpo", "grpo_process"), "small", ["+env.kwargs.reward_mode=outcome"])
-    with pytest.raises(C.MethodError, match="does not run on preset 'long_horizon'.*runs on env bugfix"):
-        C.check_methods(("grpo", "grpo_process"), "long_horizon", ["+env.kwargs.reward_mode=process"])
+    with pytest.raises(C.MethodError, match=r"does not run on preset 'horizon' \(env long_horizon_v3\) \(env "
+                                            r"long_horizon_v3 has no step rewards\); grpo_process runs on env bugfix$"):
+        C.check_methods(("grpo", "grpo_process"), "horizon", ["+env.kwargs.reward_mode=process"])
     with pytest.raises(C.MethodError, match=r"preset 'small' \(env long_horizon\)"):  # an env= override counts
         C.check_methods(("grpo", "grpo_process"), "small", ["env=long_horizon", "+env.kwargs.reward_mode=process"])
 
@@ -73,8 +78,8 @@ def test_sweep_command_adds_the_algo_sweep_only_for_other_methods(tmp_path):
     today = C.sweep_command("small", tmp_path, "g", seeds=[0])
     assert C.sweep_command("small", tmp_path, "g", seeds=[0], methods=C.DEFAULT_METHODS) == today
     assert not any(a.startswith("algo=") for a in today)  # the preset's sweeper params: algo grpo,ppo
-    cmd = C.sweep_command("long_horizon", tmp_path, "g", seeds=[0], methods=("grpo", "gigpo"), overrides=["x=1"])
-    assert cmd[4] == "experiment=compare_long_horizon" and cmd[-3:] == ["algo=grpo,gigpo", "seed=0", "x=1"]
+    cmd = C.sweep_command("horizon", tmp_path, "g", seeds=[0], methods=("grpo", "gigpo"), overrides=["x=1"])
+    assert cmd[4] == "experiment=compare_horizon" and cmd[-3:] == ["algo=grpo,gigpo", "seed=0", "x=1"]
 
 
 def test_horizon_preset_sweeps_its_three_methods_on_long_horizon_v3_with_a_terminating_turn_limit():
@@ -89,6 +94,32 @@ def test_horizon_preset_sweeps_its_three_methods_on_long_horizon_v3_with_a_termi
     env = yaml.safe_load((root / "env" / "long_horizon_v3.yaml").read_text())
     assert env["env"]["kwargs"]["time_limit"] == "termination"
     C.check_methods(C.PRESET_METHODS["horizon"], "horizon")
+
+
+def test_presets_and_their_envs_are_read_from_the_experiment_files():
+    # PRESETS: every compare_<preset>.yaml that includes compare_base; PRESET_ENVS: the env.name Hydra
+    # composes for it; PRESET_METHODS: its sweeper's algo set, baseline first (the env spec's agents)
+    from hydra import compose, initialize_config_dir
+
+    from experiments.runtime.config import CONFIG_DIR, register_configs
+
+    assert list(C.PRESETS) == ["small", "bugfix", "horizon", "pairfix"]
+    # LongHorizon-v1 (env=long_horizon) stays registered for its claims; no compare preset trains on it
+    assert "long_horizon" not in C.PRESET_ENVS.values()
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        for preset, experiment in C.PRESETS.items():
+            cfg = compose(config_name="config", overrides=[f"experiment={experiment}"], return_hydra_config=True)
+            assert C.PRESET_ENVS[preset] == cfg.env.name, preset
+            assert set(C.PRESET_METHODS[preset]) == set(str(cfg.hydra.sweeper.params.algo).split(",")), preset
+
+
+def test_preset_env_follows_the_included_experiments(tmp_path):
+    (tmp_path / "base.yaml").write_text("defaults:\n  - override /env: long_horizon\n")
+    (tmp_path / "a.yaml").write_text("defaults:\n  - base\n  - _self_\n")
+    (tmp_path / "b.yaml").write_text("defaults:\n  - base\n  - override /env: pairfix\n")
+    (tmp_path / "c.yaml").write_text("x: 1\n")
+    assert [C.experiment_env(e, tmp_path) for e in "abc"] == ["long_horizon", "pairfix", None]
 
 
 def test_main_rejects_bad_methods_before_any_compute(monkeypatch, capsys):
@@ -133,11 +164,13 @@ def test_report_compares_every_method_against_the_baseline(tmp_path):
 
 #: The README's ``--methods`` example; tests/test_readme_commands.py leaves it to the test below
 #: (one sweep instead of two).
-README_COMMAND = ".venv/bin/python -m experiments.compare --preset long_horizon --methods grpo,gigpo"
+README_COMMAND = ".venv/bin/python -m experiments.compare --preset horizon --methods grpo,gigpo"
+#: the horizon preset at tiny scale: 4 decisions (LongHorizon-v3's fewest; tests/test_readme_commands.py's rule)
+TINY_HORIZON = "env.kwargs.n_stages=4"
 
 
 @pytest.mark.slow
-def test_readme_methods_command_grpo_vs_gigpo_on_long_horizon_end_to_end(tmp_path):
+def test_readme_methods_command_grpo_vs_gigpo_on_long_horizon_v3_end_to_end(tmp_path):
     import json
 
     assert README_COMMAND in (ROOT / "README.md").read_text()
@@ -148,30 +181,30 @@ def test_readme_methods_command_grpo_vs_gigpo_on_long_horizon_end_to_end(tmp_pat
     args = README_COMMAND.split()[3:]  # after ".venv/bin/python -m experiments.compare"
     # in this process, its sweep too (logger none; tests/entry.py's sweep_in_process)
     out = run_entry("experiments.compare", [*args, "--tiny", "--logger", "none", "--sweep-dir", str(sweep), "--",
-                                            f"warmstart.cache_dir={tmp_path / 'ws'}"], cwd=tmp_path, env=env,
-                    sweeps_in_process=True)
+                                            f"warmstart.cache_dir={tmp_path / 'ws'}", TINY_HORIZON],
+                    cwd=tmp_path, env=env, sweeps_in_process=True)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     runs = sorted(p.name for p in sweep.iterdir() if (p / "summary.json").is_file())
-    assert runs == ["long_horizon-gigpo-s0", "long_horizon-grpo-s0"]  # --tiny: seed 0 only
+    assert runs == ["long_horizon_v3-gigpo-s0", "long_horizon_v3-grpo-s0"]  # --tiny: seed 0 only
     gigpo = [json.loads(x) for x in (sweep / runs[0] / "metrics.jsonl").read_text().splitlines()]
     assert len(gigpo) == 2 and all("train/anchor_hit_rate" in r and "train/step_groups" in r for r in gigpo)
     report = (sweep / "report.md").read_text()
-    assert report.startswith("# GRPO vs GIGPO, compute-matched (compare_long_horizon)")
+    assert report.startswith("# GRPO vs GIGPO, compute-matched (compare_horizon)")
     assert "every other method minus the **baseline** (GRPO: the first of `--methods`" in report
     # the Conclusion names the non-baseline method; 1 seed: no interval, so inconclusive
-    assert ("Verdicts (long_horizon, GIGPO - GRPO): rollouts: inconclusive; generated_tokens: inconclusive; "
+    assert ("Verdicts (long_horizon_v3, GIGPO - GRPO): rollouts: inconclusive; generated_tokens: inconclusive; "
             "train_flops: inconclusive; wall_seconds: inconclusive.") in report
-    assert "| long_horizon | gigpo | 1 | 2 tasks x 2 samples |" in report
+    assert "| long_horizon_v3 | gigpo | 1 | 2 tasks x 2 samples |" in report
 
     # --tiny's basic launcher ran the jobs one after another in one process, grpo first: gigpo's
     # numbers are those of gigpo trained alone (nothing leaks from one job into the next)
     log = (sweep / "sweep.log").read_text()
     assert " hydra/launcher=basic " in log.splitlines()[0]
-    assert log.index('long_horizon-grpo-s0"') < log.index('long_horizon-gigpo-s0"')  # each job's result line
+    assert log.index('long_horizon_v3-grpo-s0"') < log.index('long_horizon_v3-gigpo-s0"')  # each job's result line
     alone = tmp_path / "alone"
-    done = run_entry("experiments.train", ["experiment=compare_long_horizon", "algo=gigpo", "seed=0", *C.TINY_OVERRIDES,
-                                           f"warmstart.cache_dir={tmp_path / 'ws'}", "logger.kind=none",
-                                           f"run_dir={alone}"], cwd=tmp_path, env=env)
+    done = run_entry("experiments.train", ["experiment=compare_horizon", "algo=gigpo", "seed=0",
+                                           f"warmstart.cache_dir={tmp_path / 'ws'}", TINY_HORIZON, *C.TINY_OVERRIDES,
+                                           "logger.kind=none", f"run_dir={alone}"], cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     wall = {"compute/wall_seconds", "rollout/collect_seconds", "rollout/generated_tokens_per_second",
             "train/update_seconds"}  # wall-clock measurements: differ between any two runs

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
+import envs
 from entry import run_entry
 from experiments.compare import job as C
 from experiments.runtime.config import register_configs, validate
@@ -47,7 +48,7 @@ def compose_preset(preset: str, *overrides: str):
 def test_pairfix_preset_methods_and_baseline():
     assert C.PRESETS["pairfix"] == "compare_pairfix" and C.PRESET_ENVS["pairfix"] == "pairfix"
     assert C.PRESET_METHODS["pairfix"] == ("ppo_independent", "ppo_ctde")  # baseline first
-    assert all(C.PRESET_METHODS[p] == C.DEFAULT_METHODS for p in ("small", "bugfix", "long_horizon"))
+    assert all(C.PRESET_METHODS[p] == C.DEFAULT_METHODS for p in ("small", "bugfix"))
     data = yaml.safe_load((ROOT / "configs" / "experiment" / "compare_pairfix.yaml").read_text())
     assert data["defaults"][0] == "compare_base"
     params = data["hydra"]["sweeper"]["params"]
@@ -56,9 +57,9 @@ def test_pairfix_preset_methods_and_baseline():
     with pytest.raises(C.MethodError, match=r"^--methods: 'grpo' does not run on preset 'pairfix' \(env pairfix\); "
                                             r"grpo runs on env bugfix, long_horizon, long_horizon_v3$"):
         C.check_methods(("ppo_ctde", "grpo"), "pairfix")
-    with pytest.raises(C.MethodError, match=r"^--methods: 'ppo_ctde' does not run on preset 'long_horizon' "
-                                            r"\(env long_horizon\); ppo_ctde runs on env pairfix$"):
-        C.check_methods(("grpo", "ppo_ctde"), "long_horizon")
+    with pytest.raises(C.MethodError, match=r"^--methods: 'ppo_ctde' does not run on preset 'horizon' "
+                                            r"\(env long_horizon_v3\); ppo_ctde runs on env pairfix$"):
+        C.check_methods(("grpo", "ppo_ctde"), "horizon")
 
 
 @pytest.mark.filterwarnings("ignore:\\s*'hydra/launcher/\\w+' is validated against ConfigStore:UserWarning")
@@ -92,10 +93,13 @@ def test_main_pairfix_defaults_to_its_methods_and_rejects_others_before_compute(
 
 
 def test_tiny_overrides_are_per_env():
-    assert C.tiny_overrides("small") == C.tiny_overrides("long_horizon") == C.TINY_OVERRIDES
+    assert C.tiny_overrides("small") == C.tiny_overrides("horizon") == C.TINY_OVERRIDES
     assert C.tiny_overrides("pairfix") == C.TINY_OVERRIDES_PAIR
     assert C.tiny_overrides("small", ["env=pairfix"]) == C.TINY_OVERRIDES_PAIR  # an env= override counts
-    assert set(C.TINY_OVERRIDES_BY_ENV) == set(C.PRESET_ENVS.values())
+    # every preset's env has them, and so has every other env an env= override can pick (long_horizon)
+    assert set(C.TINY_OVERRIDES_BY_ENV) == {s.name for s in envs.SPECS}
+    assert set(C.PRESET_ENVS.values()) <= set(C.TINY_OVERRIDES_BY_ENV)
+    assert C.tiny_overrides("horizon", ["env=long_horizon"]) == C.TINY_OVERRIDES
     keys = {o.split("=", 1)[0] for o in C.TINY_OVERRIDES_PAIR}
     assert not keys & {"algo.group_size", "compression.budget_tokens"}
     with pytest.raises(C.MethodError, match=r"^--tiny: env 'nope' has no tiny overrides; allowed envs: bugfix, "

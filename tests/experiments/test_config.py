@@ -114,7 +114,7 @@ def test_option_yaml_states_only_what_differs_from_the_schema():
 
 # the presets select the project's joblib launcher file, which shadows the plugin's schema on purpose
 @pytest.mark.filterwarnings("ignore:\\s*'hydra/launcher/\\w+' is validated against ConfigStore:UserWarning")
-@pytest.mark.parametrize("preset", ["compare_small", "compare_bugfix", "compare_long_horizon"])
+@pytest.mark.parametrize("preset", ["compare_small", "compare_bugfix", "compare_horizon"])
 def test_compare_presets_inherit_the_base(preset):
     """compare_*.yaml inherit compare_base.yaml (one home for the shared fairness setup) and state
     only what differs; the W&B group is the preset's name (``${hydra:runtime.choices.experiment}``)."""
@@ -133,19 +133,19 @@ def test_compare_presets_inherit_the_base(preset):
     c = validate(full)
     assert c.logger.group == preset and c.logger.kind == "wandb" and not c.progress
     assert c.warmstart.eval_tasks == c.eval.tasks and c.budget.kind == "rollouts"
-    expected = {"compare_small": (2560, "bugfix", "none"), "compare_bugfix": (4096, "bugfix", "none"),
-                "compare_long_horizon": (4096, "long_horizon", "structured_summary")}[preset]
+    expected = {"compare_small": (1920, "bugfix", "none"), "compare_bugfix": (4096, "bugfix", "none"),
+                "compare_horizon": (2048, "long_horizon_v3", "structured_summary")}[preset]
     assert (c.budget.amount, c.env.name, c.compression.strategy) == expected
     if preset == "compare_small":  # the demo: >= 5 seeds, >= 400 final-eval attempts per run
         assert c.eval.tasks * c.eval.samples_per_task >= 400
         seeds = yaml.safe_load((Path(CONFIGS) / "experiment" / "compare_small.yaml").read_text())["hydra"]["sweeper"]["params"]["seed"]
         assert len(str(seeds).split(",")) >= 5
-        # its task set (bugfix_tutorial_tasks.yaml): tutorial tasks, 2-3 line programs for training and
-        # evaluation, the 3000-demo noisy start model, BC on two processes (the other job waits on it)
-        assert c.env.kwargs["difficulty"] == "tutorial" and list(c.env.kwargs["program_lines"]) == [2, 3]
-        # held-out points along every curve: 4 evaluations of 40 updates (2560 rollouts / 64 per update)
+        # its task set (bugfix_reading_tasks.yaml): reading tasks, 2-3 line programs for training and
+        # evaluation, the 5000-demo noisy start model, BC on two processes (the other job waits on it)
+        assert c.env.kwargs["difficulty"] == "reading" and list(c.env.kwargs["program_lines"]) == [2, 3]
+        # held-out points along every curve: 3 evaluations of 30 updates (1920 rollouts / 64 per update)
         assert list(c.eval.env_kwargs["program_lines"]) == [2, 3] and c.eval.every == 10
-        assert (c.warmstart.noise, c.warmstart.demos, c.warmstart.processes) == (0.2, 3000, 2)
+        assert (c.warmstart.noise, c.warmstart.demos, c.warmstart.processes) == (0.2, 5000, 2)
         # every trajectory weighs the same in every method's loss (README "The main job": token-mean
         # over-weights long failing episodes under GRPO's broadcast advantage; GRPO 0.55 -> 0.66)
         for algo in ("grpo", "ppo", "rloo", "gigpo", "grpo_process"):
@@ -153,7 +153,9 @@ def test_compare_presets_inherit_the_base(preset):
                 other = compose(config_name="config", overrides=[f"experiment={preset}", f"algo={algo}",
                                                                  "run_dir=unused"])
             assert other.algo.loss_agg == "task-mean", algo
-    else:  # the other presets keep the schema's token-mean (not re-measured under task-mean)
+    elif preset == "compare_horizon":  # task-mean for every method, as in compare_small
+        assert c.algo.loss_agg == "task-mean"
+    else:  # compare_bugfix keeps the schema's token-mean (not re-measured under task-mean)
         assert c.algo.loss_agg == "token-mean"
 
 
