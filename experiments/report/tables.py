@@ -176,6 +176,7 @@ DIAG_COLUMNS = (
     "agg weight shift (mean)",
     "signed advantage mass (mean)",
     "anchor hit rate (mean)",
+    "critic warm-up rollouts (share of rollouts)",
 )
 #: runs whose metrics.jsonl has no ``train/signed_adv_mass`` (written by a trainer that does not log it)
 MASS_NA = "n/a (not logged)"
@@ -183,6 +184,20 @@ MASS_NA = "n/a (not logged)"
 #: methods do not log it.
 ANCHOR_KEY = "train/anchor_hit_rate"
 ANCHOR_NA = "n/a (no step groups)"
+#: rollouts collected for critic-only warm-up updates (``algo.value_warmup_updates``), inside the budget
+WARMUP_KEY = "compute/warmup_rollouts"
+WARMUP_NA = "n/a (not logged)"
+
+
+def warmup_cell(runs: Sequence[Run]) -> str:
+    """Mean warm-up rollouts over ``runs`` and their mean share of each run's complete rollouts,
+    e.g. ``128 (6.2 %)``; :data:`WARMUP_NA` when a run's summary lacks :data:`WARMUP_KEY`."""
+    if not runs or any(WARMUP_KEY not in r.summary for r in runs):
+        return WARMUP_NA
+    counts = [float(r.summary[WARMUP_KEY]) for r in runs]
+    shares = [c / float(r.summary["compute/rollouts"]) if r.summary.get("compute/rollouts") else 0.0
+              for c, r in zip(counts, runs)]
+    return f"{sum(counts) / len(counts):.0f} ({100 * sum(shares) / len(shares):.1f} %)"
 
 
 def _per_seed(values: Sequence[float]) -> str:
@@ -229,7 +244,8 @@ def diagnostics_table(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list
                        if any(r.has(ANCHOR_KEY) for r in runs) else ANCHOR_NA)
             shift = _update_mean_cell(method, runs, "train/agg_weight_shift")
             mass = _update_mean_cell(method, runs, "train/signed_adv_mass", missing=MASS_NA)
-            rows.append([env, method, ", ".join(map(str, gs)), *group_cells, ev, ev_seeds, shift, mass, anchors])
+            rows.append([env, method, ", ".join(map(str, gs)), *group_cells, ev, ev_seeds, shift, mass, anchors,
+                         warmup_cell(runs)])
     return rows
 
 
