@@ -12,8 +12,8 @@ Rewards: the team reward of a step is credited to each agent's turn that was ope
 came (``env``'s cumulative reward of the agent since it last acted), so the final reward lands
 on both agents' last turns. The episode end is joint: both trajectories end on the same step
 with the env's terminated / truncated flags; a context that would overflow ``max_len`` ends
-both as ``token_budget`` (truncated). An agent that never acted (the other ended the episode on
-the first turn) has no trajectory (None in the output).
+both as ``token_budget`` (truncated). ``collect`` returns one ``PairEpisode`` per request; an
+agent that never acted (the other ended the episode on the first turn) has no trajectory (None).
 
 For the centralized critic (``algos.ppo_ctde``), every decision point of agent ``i`` also
 records the **joint state**: ``joint_context(own, other) = own context up to its decision (it
@@ -56,6 +56,40 @@ class PairTrajectory(Trajectory):
     messages_received: list[str] = field(default_factory=list)  # the other's messages, in order
 
 
+@dataclass(frozen=True)
+class PairEpisode:
+    """One two-agent episode: agent ``a``'s and agent ``b``'s trajectory, None for an agent that
+    never acted (the other ended the episode on the first turn)."""
+
+    a: PairTrajectory | None
+    b: PairTrajectory | None
+
+    def for_agent(self, name: str) -> PairTrajectory | None:
+        """The trajectory of agent ``name`` (one of ``envs.pairfix.AGENTS``); ``KeyError`` otherwise."""
+        if name not in AGENTS:
+            raise KeyError(f"agent {name!r} unknown; allowed: {', '.join(AGENTS)}")
+        return getattr(self, name)
+
+    def agents(self) -> tuple[str, ...]:
+        """The names of the agents that acted, in ``AGENTS`` order."""
+        return tuple(a for a in AGENTS if getattr(self, a) is not None)
+
+    def trajectories(self) -> tuple[PairTrajectory, ...]:
+        """The trajectories of the agents that acted, in ``AGENTS`` order."""
+        return tuple(getattr(self, a) for a in self.agents())
+
+    @property
+    def masked(self) -> bool:
+        """True when a trajectory of the episode is masked (no loss, no score)."""
+        return any(t.masked for t in self.trajectories())
+
+    @property
+    def final_info(self) -> dict:
+        """The env's final info of the first agent that acted: the team's outcome (``verified``,
+        ``bug_in``, ``file_fixed_<agent>``), equal for both agents."""
+        return self.trajectories()[0].final_info
+
+
 def joint_context(own: ContextBuilder, other_builder: ContextBuilder | None, sep: int) -> list[int]:
     """The centralized critic's input at ``own``'s current position (see the module docstring)."""
     theirs = other_builder.seg.tokens[1:] if other_builder is not None and other_builder.segments else []
@@ -79,7 +113,7 @@ class _PairSlot:
 
 
 class PairRolloutEngine:
-    """``collect(models, requests, policy_version, generator) -> list[dict agent -> PairTrajectory | None]``.
+    """``collect(models, requests, policy_version, generator) -> list[PairEpisode]``.
 
     ``models[agent]`` is the policy acting for ``agent`` (the same object for both with a shared
     policy), or a zero-argument factory of a scripted agent (``envs.pairfix.agents``: one instance
@@ -100,11 +134,11 @@ class PairRolloutEngine:
         self.envs = [envs.make_multi_agent(env_id, **(env_kwargs or {})) for _ in range(num_envs)]
 
     def collect(self, models: dict, requests: list[RolloutRequest], policy_version: int = 0,
-                generator: torch.Generator | None = None) -> list[dict]:
+                generator: torch.Generator | None = None) -> list[PairEpisode]:
         missing = [a for a in AGENTS if a not in models]
         if missing:
             raise ValueError(f"models lacks agent(s) {missing}; allowed keys: {', '.join(AGENTS)}")
-        out: list[dict] = []
+        out: list[PairEpisode] = []
         for start in range(0, len(requests), self.num_envs):
             chunk = requests[start: start + self.num_envs]
             slots = [self._reset(self.envs[b], b, start + b, req, policy_version, models) for b, req in enumerate(chunk)]
@@ -113,7 +147,7 @@ class PairRolloutEngine:
                 while not all(s.done for s in slots):
                     self._joint_step(models, caches, [s for s in slots if not s.done], policy_version, generator)
             for s in slots:
-                out.append({a: (t if t.segments else None) for a, t in s.trajs.items()})
+                out.append(PairEpisode(**{a: (t if t.segments else None) for a, t in s.trajs.items()}))
         return out
 
     # -----------------------------------------------------------------------------------------
@@ -266,9 +300,10 @@ def pair_requests(n: int, seed: int, split: str = "train", task_indices: list[in
             for k in range(n)]
 
 
-def agent_trajectories(episodes: list[dict], agent: str) -> list[PairTrajectory]:
+def agent_trajectories(episodes: list[PairEpisode], agent: str) -> list[PairTrajectory]:
     """``agent``'s trajectories of ``episodes`` (the output of ``collect``), skipping None."""
-    return [ep[agent] for ep in episodes if ep[agent] is not None]
+    return [t for t in (ep.for_agent(agent) for ep in episodes) if t is not None]
 
 
-__all__ = ["PairRolloutEngine", "PairTrajectory", "agent_trajectories", "joint_context", "pair_requests"]
+__all__ = ["PairEpisode", "PairRolloutEngine", "PairTrajectory", "agent_trajectories", "joint_context",
+           "pair_requests"]

@@ -42,6 +42,7 @@ from torch import Tensor
 from algos.batch import Batch
 from algos.compute import attention_flops
 from algos.metrics import explained_variance
+from algos.pair_rollout import PairEpisode, agent_trajectories
 from algos.policy import shift_values
 from algos.ppo import PPOTrainer
 from algos.registry import register
@@ -176,7 +177,7 @@ class CentralCriticPPOTrainer(PPOTrainer):
         return out
 
 
-def pair_rollout_metrics(episodes: list[dict]) -> dict:
+def pair_rollout_metrics(episodes: list[PairEpisode]) -> dict:
     """Per-agent rollout metrics of ``PairRolloutEngine.collect`` output (unmasked episodes):
 
     - ``agent_X/rollout/success``: the verifier's 0/1 (a team outcome, equal for both agents);
@@ -186,24 +187,19 @@ def pair_rollout_metrics(episodes: list[dict]) -> dict:
       per episode; ``format_error_rate``: X's turns answered ``format_error``;
     - ``rollout/success`` and ``rollout/episodes`` for the team.
     """
-    live = [ep for ep in episodes if not any(t is not None and t.masked for t in ep.values())]
+    live = [ep for ep in episodes if not ep.masked]
     out: dict = {"rollout/episodes": len(live)}
     if not live:
         return out
-
-    def final(ep):
-        t = ep["a"] if ep["a"] is not None else ep["b"]
-        return t.final_info
-
-    out["rollout/success"] = sum(int(final(ep).get("verified") or 0) for ep in live) / len(live)
+    out["rollout/success"] = sum(int(ep.final_info.get("verified") or 0) for ep in live) / len(live)
     for a in AGENTS:
-        trajs = [ep[a] for ep in live if ep[a] is not None]
-        only = [ep for ep in live if final(ep).get("bug_in") == a]
+        trajs = agent_trajectories(live, a)
+        only = [ep for ep in live if ep.final_info.get("bug_in") == a]
         p = f"agent_{a}/rollout/"
         out[p + "success"] = out["rollout/success"]
         if only:
-            out[p + "success_bug_in_" + a + "_only"] = sum(int(final(ep).get("verified") or 0) for ep in only) / len(only)
-        out[p + "file_fixed"] = sum(1 for ep in live if final(ep).get(f"file_fixed_{a}")) / len(live)
+            out[p + "success_bug_in_" + a + "_only"] = sum(int(ep.final_info.get("verified") or 0) for ep in only) / len(only)
+        out[p + "file_fixed"] = sum(1 for ep in live if ep.final_info.get(f"file_fixed_{a}")) / len(live)
         out[p + "turns"] = sum(t.turns for t in trajs) / len(live)
         out[p + "messages_sent"] = sum(t.messages_sent for t in trajs) / len(live)
         n_turns = sum(t.turns for t in trajs)
@@ -228,12 +224,12 @@ class PairLearner:
     def models(self) -> dict:
         return {a: t.policy for a, t in self.trainers.items()}
 
-    def update(self, episodes: list[dict]) -> dict:
+    def update(self, episodes: list[PairEpisode]) -> dict:
         """One update of every non-frozen agent on its own trajectories of ``episodes``; metrics
         ``agent_X/...`` (trainer and rollout) plus the team ``rollout/...``."""
         metrics = pair_rollout_metrics(episodes)
         if self.shared:
-            trajs = [ep[a] for ep in episodes for a in AGENTS if ep[a] is not None and a not in self.frozen]
+            trajs = [ep.for_agent(a) for ep in episodes for a in ep.agents() if a not in self.frozen]
             if trajs:
                 m = self.trainers["a"].update(trajs)
                 metrics.update({f"agent_{a}/{k}": v for a in AGENTS if a not in self.frozen for k, v in m.items()})
@@ -241,8 +237,7 @@ class PairLearner:
         for a in AGENTS:
             if a in self.frozen:
                 continue
-            trajs = [ep[a] for ep in episodes if ep[a] is not None]
-            m = self.trainers[a].update(trajs)
+            m = self.trainers[a].update(agent_trajectories(episodes, a))
             metrics.update({f"agent_{a}/{k}": v for k, v in m.items()})
         return metrics
 

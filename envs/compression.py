@@ -4,7 +4,8 @@ Compression is not an episode end: the wrapper never sets ``terminated`` or ``tr
 compressed context is the first observation of the next segment and the episode continues from it
 (trainers bootstrap across it, claims C13/C16/C17). Strategies are chosen by name from
 ``STRATEGIES``; each reads only the wrapper's own turn log and the env's contract methods
-``task_statement()`` / ``memory_facts()`` (docs/interfaces.md), so they work on every env.
+``task_statement()`` / ``memory_facts()`` (an ``envs.memory.MemoryFacts``; docs/interfaces.md), so
+they work on every env.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import numpy as np
 from gymnasium import spaces
 
 from envs import vocab
+from envs.memory import MemoryFacts
 from envs.tokenizer import get_tokenizer
 
-# The structured summary's fields, in render order (names of ``memory_facts()`` keys).
+# The structured summary's fields, in render order (names of ``MemoryFacts`` fields).
 SUMMARY_FIELDS = ("task", "tried", "code_state", "pending")
 MASK_PLACEHOLDER = "[ output hidden ]"
 MALFORMED_PLACEHOLDER = "( malformed action )"
@@ -51,11 +53,12 @@ class CompressionRequest:
 
     ``turns``: every env turn since reset as ``(action, observation)``, across segments (a
     ``compact`` action is not an env turn and is not logged). ``latest``: the newest tool output
-    (the reset observation when no turn was taken yet). ``rng``: the wrapper's seeded generator.
+    (the reset observation when no turn was taken yet). ``facts``: the env's ``memory_facts()``.
+    ``rng``: the wrapper's seeded generator.
     """
 
     task: str
-    facts: dict
+    facts: MemoryFacts
     turns: tuple
     latest: str
     keep_last: int
@@ -113,7 +116,7 @@ def _lossy_summary(req: CompressionRequest) -> tuple[str, list[str]]:
     lines = [
         "context compressed : summary",
         req.task,
-        f"status : {req.facts['last_test_status']}",
+        f"status : {req.facts.last_test_status}",
         "latest output :",
         req.latest,
     ]
@@ -131,14 +134,14 @@ def _structured_summary(req: CompressionRequest) -> tuple[str, list[str]]:
     facts = req.facts
     lines = ["context compressed : summary"]
     if "task" not in dropped:
-        lines.append(facts["task"])
+        lines.append(facts.task)
     if "tried" not in dropped:
-        tried = list(facts["tried"])
+        tried = list(facts.tried)
         lines += (["tried :"] + tried) if tried else ["tried : none"]
     if "code_state" not in dropped:
-        lines.append(f"code state : {facts['code_state']}")
+        lines.append(f"code state : {facts.code_state}")
     if "pending" not in dropped:
-        lines.append(f"pending : {facts['pending']}")
+        lines.append(f"pending : {facts.pending}")
     lines += ["latest output :", req.latest]
     return "\n".join(lines), dropped
 
@@ -240,7 +243,8 @@ class ContextCompression(gym.Wrapper, gym.utils.RecordConstructorArgs):
     the vocabulary (not producible by the policy) is rendered as ``( malformed action )``.
 
     Args:
-        env: an env implementing ``task_statement()`` and ``memory_facts()`` on ``env.unwrapped``.
+        env: an env implementing ``task_statement() -> str`` and ``memory_facts() -> MemoryFacts``
+            on ``env.unwrapped``.
         strategy: a name in ``STRATEGIES``.
         trigger: ``"tokens"`` | ``"turns"`` | ``"action"``.
         budget_tokens, budget_fraction: the token trigger fires above ``fraction * budget``.
@@ -383,11 +387,16 @@ class ContextCompression(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def _build(self, tokens_before: int) -> tuple[str, list] | None:
         """The strategy's new context and dropped fields, or None when it would not be shorter
-        than the context it replaces (then nothing is compressed)."""
+        than the context it replaces (then nothing is compressed). ``TypeError`` when the env's
+        ``memory_facts()`` is not a ``MemoryFacts``."""
         base = self.env.unwrapped
+        facts = base.memory_facts()
+        if not isinstance(facts, MemoryFacts):
+            raise TypeError(f"{type(base).__name__}.memory_facts() returned {type(facts).__name__}; "
+                            "allowed: envs.memory.MemoryFacts")
         request = CompressionRequest(
             task=base.task_statement(),
-            facts=base.memory_facts(),
+            facts=facts,
             turns=tuple(self._log),
             latest=self._latest,
             keep_last=self.keep_last,

@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.memory import MemoryFacts
 from envs.spec import EnvSpec
 from envs.state_key import KeyMemo, stable_state_key
 from envs.stop import StopReason, rule_for
@@ -338,7 +339,7 @@ class LongHorizonEnv(gym.Env):
             ]
         )
 
-    def memory_facts(self) -> dict:
+    def memory_facts(self) -> MemoryFacts:
         """What a perfect summary of the episode so far keeps (read by compression strategies).
 
         ``tried``: one line per failed approach, ``"approach A -> fails at the input boundary"``;
@@ -355,13 +356,13 @@ class LongHorizonEnv(gym.Env):
         if left > 0:
             pending.append(f"finish {_num(left)} stages")
         pending.append(f"submit {self.task.key}" if self._notes_read else "submit the key")
-        return {
-            "task": self.task_statement(),
-            "tried": [f"approach {a} -> {self.task.reasons[a]}" for a in self._failed],
-            "code_state": f"{_num(left)} stages left , fix {self._fix or 'none'}",
-            "pending": " , ".join(pending),
-            "last_test_status": self._test_status(),
-        }
+        return MemoryFacts(
+            task=self.task_statement(),
+            tried=tuple(f"approach {a} -> {self.task.reasons[a]}" for a in self._failed),
+            code_state=f"{_num(left)} stages left , fix {self._fix or 'none'}",
+            pending=" , ".join(pending),
+            last_test_status=self._test_status(),
+        )
 
     # ------------------------------------------------------------------ internals
     def _require_task(self) -> None:

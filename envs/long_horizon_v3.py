@@ -14,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.memory import MemoryFacts
 from envs.spec import EnvSpec
 from envs.state_key import KeyMemo, stable_state_key
 from envs.stop import StopReason, rule_for
@@ -340,7 +341,7 @@ class LongHorizonV3Env(gym.Env):
             ACTIONS_LINE,
         ])
 
-    def memory_facts(self) -> dict:
+    def memory_facts(self) -> MemoryFacts:
         """What a perfect summary keeps (read by compression strategies). ``pending`` carries the
         notes' table once it was read ("notes : boundary C , empty A ."; before: ``read notes``,
         after the archive without a read: ``notes are archived``); ``tried`` is empty (a wrong
@@ -356,13 +357,13 @@ class LongHorizonV3Env(gym.Env):
         else:
             pending = "notes are archived"
         failed = " , a test failed" if self._failed_check_shown else ""
-        return {
-            "task": self.task_statement(),
-            "tried": [],
-            "code_state": f"{_num(left)} stages left , then submit{failed}",
-            "pending": pending,
-            "last_test_status": f"{_num(left)} stages left{failed}",
-        }
+        return MemoryFacts(
+            task=self.task_statement(),
+            tried=(),
+            code_state=f"{_num(left)} stages left , then submit{failed}",
+            pending=pending,
+            last_test_status=f"{_num(left)} stages left{failed}",
+        )
 
     def state_key(self) -> int:
         """The anchor key of the current state (``## Info``)."""

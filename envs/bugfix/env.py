@@ -19,6 +19,7 @@ from envs.bugfix.language import MAX_PROGRAM_LINES, compile_line, run_many, run_
 from envs.bugfix.state_key import RepositoryKeys
 from envs.bugfix.tasks import Task, make_task
 from envs.bugfix.trap_tools import TrapTools
+from envs.memory import MemoryFacts
 from envs.stop import StopReason, rule_for
 from envs.task_options import task_from_options
 from envs.tools import ToolResult, ToolSimulator
@@ -479,21 +480,21 @@ class BugFixEnv(TrapTools, gymnasium.Env):
     def task_statement(self) -> str:
         return TASK_TEXT
 
-    def memory_facts(self) -> dict:
-        """Facts a context compressor may keep (docs/interfaces.md)."""
+    def memory_facts(self) -> MemoryFacts:
+        """The :class:`~envs.memory.MemoryFacts` a context compressor may keep (docs/interfaces.md)."""
         if self._last_test_status == "none" or self._changes:
             pending = "run_tests"
         elif self._last_all_pass:
             pending = "submit"
         else:
             pending = "fix failing tests"
-        return {
-            "task": TASK_TEXT,
-            "tried": list(self._tried),
-            "code_state": " | ".join(f"{i} {line}" for i, line in enumerate(self._program, 1)) or "main : empty",
-            "pending": pending,
-            "last_test_status": self._last_test_status,
-        }
+        return MemoryFacts(
+            task=TASK_TEXT,
+            tried=tuple(self._tried),
+            code_state=" | ".join(f"{i} {line}" for i, line in enumerate(self._program, 1)) or "main : empty",
+            pending=pending,
+            last_test_status=self._last_test_status,
+        )
 
     def render(self):
         if self.render_mode == "ansi":

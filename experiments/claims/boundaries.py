@@ -4,12 +4,13 @@ continued from, and relabelling the compression as terminal changes the advantag
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import torch
 
 from algos.advantages import gae
 from algos.policy import PolicyModel
-from algos.ppo import compression_boundaries, terminal_at
+from algos.ppo import GAELayout, compression_boundaries, terminal_at
 from algos.rollout import make_requests
 from algos.trainer import make_trainer
 from experiments.claims.common import (
@@ -33,26 +34,26 @@ def _value_at_end(model: PolicyModel, tokens: list[int]) -> float:
     return float(values[0, -1])
 
 
-def segment_boundaries(layout: dict) -> list[tuple[int, int]]:
+def segment_boundaries(layout: GAELayout) -> list[tuple[int, int]]:
     """``(trajectory i, point k)`` of every decision point that is the last one of a segment the
     trajectory continued after (the row changes between point k and k + 1): its compressions
     (``algos.ppo.compression_boundaries``)."""
-    return [(int(i), int(k)) for i, k in compression_boundaries(layout["rows"], layout["mask"]).tolist()]
+    return [(int(i), int(k)) for i, k in compression_boundaries(layout.rows, layout.mask).tolist()]
 
 
-def as_terminal(layout: dict, boundaries: list[tuple[int, int]]) -> dict:
-    """A copy of a GAE layout with every boundary in ``boundaries`` relabelled ``terminated``
-    and its bootstrap set to 0 (``algos.ppo.terminal_at``): the mislabelling C17 rules out, built
-    as input data (``algo=ppo_segment_terminal`` trains with it)."""
-    wrong = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in layout.items()}
+def as_terminal(layout: GAELayout, boundaries: list[tuple[int, int]]) -> GAELayout:
+    """A new GAE layout with every boundary in ``boundaries`` relabelled ``terminated`` and its
+    bootstrap set to 0 (``algos.ppo.terminal_at``, on copies of those two tensors; the other
+    fields are ``layout``'s, unchanged): the mislabelling C17 rules out, built as input data
+    (``algo=ppo_segment_terminal`` trains with it)."""
     at = torch.tensor(boundaries, dtype=torch.long).reshape(-1, 2)
-    wrong["terminated"], wrong["next_values"] = terminal_at(layout["terminated"], layout["next_values"], at)
-    return wrong
+    terminated, next_values = terminal_at(layout.terminated, layout.next_values, at)
+    return dataclasses.replace(layout, terminated=terminated, next_values=next_values)
 
 
-def _gae(layout: dict, gamma: float, lam: float) -> torch.Tensor:
-    return gae(layout["rewards"], layout["values"], layout["next_values"], layout["terminated"],
-               layout["truncated"], gamma=gamma, lam=lam, mask=layout["mask"])[0]
+def _gae(layout: GAELayout, gamma: float, lam: float) -> torch.Tensor:
+    return gae(layout.rewards, layout.values, layout.next_values, layout.terminated,
+               layout.truncated, gamma=gamma, lam=lam, mask=layout.mask)[0]
 
 
 def measure_c17(seed: int = 17, rollouts: int = 32, lr: float = 1e-2) -> dict:
@@ -89,25 +90,25 @@ def measure_c17(seed: int = 17, rollouts: int = 32, lr: float = 1e-2) -> dict:
     trajs = rollouts_of(2)
     engine.close()
     before = copy.deepcopy(policy).eval()
-    view = run_update(trainer, trajs)
-    batch, raw, lay = view.batch, view.old_values_raw, view.gae_layout
+    record = run_update(trainer, trajs)
+    batch, raw, lay = record.batch, record.inputs.old_values, record.advantages.layout
     where = segment_boundaries(lay)
     wrong = as_terminal(lay, where)
     td_c, td_t = _gae(lay, algo.gamma, 0.0), _gae(wrong, algo.gamma, 0.0)
     adv_c, adv_t = _gae(lay, algo.gamma, algo.lam), _gae(wrong, algo.gamma, algo.lam)
     bounds = []
     for i, k in where:
-        rows = lay["rows"][i]
+        rows = lay.rows[i]
         seg, nxt = batch.segment(int(rows[k])), batch.segment(int(rows[k + 1]))
         first = batch.trajectories[i].segments[0]
         ctx_tokens = [TOK.bos_id, *seg.continuation, TOK.sep_id]
         bounds.append({
-            "end": seg.end, "r": float(lay["rewards"][i, k]), "V": float(lay["values"][i, k]),
-            "boot": float(lay["next_values"][i, k]), "V_cont": _value_at_end(before, ctx_tokens),
-            "V_next_first": float(raw[int(rows[k + 1]), int(lay["cols"][i, k + 1]) - 1]),
+            "end": seg.end, "r": float(lay.rewards[i, k]), "V": float(lay.values[i, k]),
+            "boot": float(lay.next_values[i, k]), "V_cont": _value_at_end(before, ctx_tokens),
+            "V_next_first": float(raw[int(rows[k + 1]), int(lay.cols[i, k + 1]) - 1]),
             "V_reset": _value_at_end(before, first.tokens[: first.turns[0].start]),
             "prefix_ok": nxt.tokens[: len(ctx_tokens)] == ctx_tokens,
-            "terminated": bool(lay["terminated"][i, k]), "truncated": bool(lay["truncated"][i, k]),
+            "terminated": bool(lay.terminated[i, k]), "truncated": bool(lay.truncated[i, k]),
             "td_c": float(td_c[i, k]), "td_t": float(td_t[i, k]),
             "adv_c": float(adv_c[i, k]), "adv_t": float(adv_t[i, k]),
         })

@@ -19,7 +19,6 @@ import shutil
 import signal
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 
@@ -28,11 +27,11 @@ from omegaconf import OmegaConf
 
 import envs
 from algos.advantages import group_advantages
-from algos.batch import Batch, Trajectory
+from algos.batch import Trajectory
 from algos.policy import PolicyModel, build_models
 from algos.rollout import RolloutEngine, RolloutRequest, demo_to_trajectory
 from algos.rollout import make_requests
-from algos.trainer import Trainer
+from algos.trainer import Trainer, UpdateRecord
 from envs.tokenizer import get_tokenizer
 from experiments.runtime.build import load_policy_weights, policy_shape
 from experiments.runtime.config import compose_config, validate
@@ -217,38 +216,16 @@ def train_run(algo: str, algo_fields: dict, budget: int, overrides: Sequence[tup
 
 
 # ------------------------------------------------------------------------------ trainer internals
-@dataclass
-class UpdateView:
-    """What one real update used, for the measurements to inspect (``[R, T]`` unless noted).
-
-    ``metrics``: the update's metrics dict; ``batch``: the collated batch; ``old_logp``: the old
-    log-probs recomputed at update time (the ratio's baseline); ``loss_mask``: tokens that enter
-    the policy loss; ``token_advantages``: the advantages the loss used; ``old_values_raw``: PPO's
-    critic output at every position before the update (None for GRPO); ``gae_layout``: PPO's
-    per-trajectory decision-point layout fed to ``gae`` (``rows, cols, mask, rewards, values,
-    next_values, terminated, truncated``; None for GRPO)."""
-
-    metrics: dict
-    batch: Batch
-    old_logp: torch.Tensor
-    loss_mask: torch.Tensor
-    token_advantages: torch.Tensor
-    old_values_raw: torch.Tensor | None = None
-    gae_layout: dict | None = None
-
-
-def run_update(trainer: Trainer, trajectories: list[Trajectory]) -> UpdateView:
+def run_update(trainer: Trainer, trajectories: list[Trajectory]) -> UpdateRecord:
     """``trainer.update(trajectories)`` through the real code path, and what it used.
 
     The ONLY place the claims read trainer internals: ``trainer.update_record`` runs the three
     typed steps (``prepare_batch`` -> ``advantages`` -> ``optimize``) exactly as ``update`` does and
-    returns their outputs; the view's fields are read from its ``inputs`` (old log-probs, loss mask,
-    old critic values) and ``advantages`` (token advantages, GAE layout as a dict of its fields)."""
+    returns their outputs: the metrics, the collated ``batch``, the ``inputs`` (old log-probs, loss
+    mask, PPO's old critic values) and the ``advantages`` (token advantages, PPO's GAE layout).
+    ``ValueError`` when the update was skipped (no trajectory left to train on), so every
+    returned record has all three."""
     rec = trainer.update_record(trajectories)
     if rec.inputs is None or rec.advantages is None:
         raise ValueError("the update was skipped: no trajectory was left to train on")
-    adv = rec.advantages
-    layout = None if adv.layout is None else {f.name: getattr(adv.layout, f.name) for f in fields(adv.layout)}
-    return UpdateView(metrics=rec.metrics, batch=rec.batch, old_logp=rec.inputs.old_logp,
-                      loss_mask=rec.inputs.loss_mask, token_advantages=adv.tokens,
-                      old_values_raw=rec.inputs.old_values, gae_layout=layout)
+    return rec

@@ -135,8 +135,8 @@ def measure_c12(task_index: int = 0) -> dict:
     env.close()
     trainer = make_trainer("grpo", algo_config("grpo", std="population", adv_eps=0.0, group_size=2,
                                                tasks_per_update=1), start_policy())
-    view = run_update(trainer, [win, lose])
-    batch, adv = view.batch, view.token_advantages
+    record = run_update(trainer, [win, lose])
+    batch, adv = record.batch, record.advantages.tokens
     act = batch.action_mask > 0
     rewards = torch.tensor([win.train_reward, lose.train_reward], dtype=torch.float64)
     mean, sd, _ = group_mean_std(rewards, torch.zeros(2, dtype=torch.long), std="population")
@@ -182,8 +182,8 @@ def measure_c13(task_index: int = 0) -> dict:
     members = [good, bad]
     trainer = make_trainer("grpo", algo_config("grpo", adv_eps=0.0, group_size=2, tasks_per_update=1),
                            start_policy())
-    view = run_update(trainer, copy.deepcopy(members))
-    batch, adv = view.batch, view.token_advantages
+    record = run_update(trainer, copy.deepcopy(members))
+    batch, adv = record.batch, record.advantages.tokens
     traj_adv = [float(v[0]) for v in trajectory_values(batch, adv)]
     act = batch.action_mask > 0
     rates = group_outcome_rates(torch.tensor([t.train_reward for t in members]),
@@ -213,8 +213,8 @@ def measure_c14(seed: int = 8) -> dict:
     trajs = list(copy.deepcopy(rollout_batch(seed)))
     algo = algo_config("grpo", group_size=8, tasks_per_update=8)
     trainer = make_trainer("grpo", algo, start_policy())
-    view = run_update(trainer, trajs)
-    batch, adv = view.batch, view.token_advantages
+    record = run_update(trainer, trajs)
+    batch, adv = record.batch, record.advantages.tokens
     act = batch.action_mask > 0
     per_traj = trajectory_values(batch, adv)
     spreads = [float(v.max() - v.min()) for v in per_traj]

@@ -52,7 +52,7 @@ import numpy as np
 import torch
 
 from algos.metrics import binomial_confidence_interval
-from algos.pair_rollout import pair_requests
+from algos.pair_rollout import PairEpisode, pair_requests
 from algos.policy import PolicyModel, PolicyShape, ValueModel
 from algos.ppo_ctde import PairLearner
 from algos.registry import make_trainer
@@ -64,11 +64,11 @@ from experiments.runtime.pair import eval_episodes, pair_algo_config, pair_updat
 from experiments.runtime.schema import TrainConfig
 
 
-def message_distribution(episodes: list[dict], agent: str = "a") -> Counter:
+def message_distribution(episodes: list[PairEpisode], agent: str = "a") -> Counter:
     """Word counts of every message ``agent`` received over ``episodes``."""
     c: Counter = Counter()
     for ep in episodes:
-        t = ep[agent]
+        t = ep.for_agent(agent)
         if t is not None:
             for m in t.messages_received:
                 c.update(m.split(" "))
@@ -102,13 +102,14 @@ def paired_tv_bootstrap(start: list[Counter], ends: dict[str, list[Counter]], n_
     return draws
 
 
-def _per_episode(episodes: list[dict]) -> list[Counter]:
+def _per_episode(episodes: list[PairEpisode]) -> list[Counter]:
     return [message_distribution([ep]) for ep in episodes]
 
 
-def _success(episodes: list[dict]) -> tuple[int, int]:
-    live = [ep for ep in episodes if ep["a"] is not None and not ep["a"].masked]
-    return sum(int(ep["a"].verified or 0) for ep in live), len(live)
+def _success(episodes: list[PairEpisode]) -> tuple[int, int]:
+    """(verified successes, episodes) over the episodes where agent ``a`` acted, unmasked."""
+    live = [ep.a for ep in episodes if ep.a is not None and not ep.a.masked]
+    return sum(int(t.verified or 0) for t in live), len(live)
 
 
 def _interval(draws: np.ndarray) -> tuple[float, float]:
@@ -118,7 +119,7 @@ def _interval(draws: np.ndarray) -> tuple[float, float]:
 def _replicate_episodes(c: TrainConfig, start: dict, engine, a_only: list[int], seed: int) -> tuple[list, dict]:
     """One replicate of part 1 with rollout and evaluation seed ``seed``: the start pair's
     evaluation episodes and, for B frozen and B training, the episodes after ``pair_updates(c)`` updates."""
-    def evaluate(models) -> list[dict]:
+    def evaluate(models) -> list[PairEpisode]:
         gen = torch.Generator().manual_seed(70_000 + seed)
         return engine.collect(models, pair_requests(eval_episodes(c), 70_000 + seed, "train", a_only), -1, gen)
 
@@ -209,7 +210,7 @@ def ngram_features(tokens: list[int], block: str) -> Counter:
     return c
 
 
-def critic_points(episodes: list[dict], central: bool) -> tuple[list[Counter], np.ndarray, np.ndarray]:
+def critic_points(episodes: list[PairEpisode], central: bool) -> tuple[list[Counter], np.ndarray, np.ndarray]:
     """One row per decision point of every terminated, unmasked, one-segment agent trajectory:
     features of the local input (own context up to the decision: ``tokens[:turn.start]``) or, with
     ``central``, of the joint state (own block + the other agent's block of ``joint_points[k]``),
@@ -217,9 +218,9 @@ def critic_points(episodes: list[dict], central: bool) -> tuple[list[Counter], n
     episode index (for paired resampling)."""
     feats, returns, owner = [], [], []
     for i, ep in enumerate(episodes):
-        for a in AGENTS:
-            t = ep[a]
-            if t is None or t.masked or len(t.segments) != 1 or t.segments[0].end != "terminated":
+        for a in ep.agents():
+            t = ep.for_agent(a)
+            if t.masked or len(t.segments) != 1 or t.segments[0].end != "terminated":
                 continue
             seg = t.segments[0]
             g = sum(turn.reward for turn in seg.turns)
@@ -292,7 +293,7 @@ def critic_information_gap(seed: int, probe_tasks: int, fit_episodes: int, heldo
         diff[k] = _ev(values["central"][idx], returns[idx]) - _ev(values["local"][idx], returns[idx])
     out["c22_ev_diff"] = out["c22_ev_central"] - out["c22_ev_local"]
     out["c22_ev_diff_lo"], out["c22_ev_diff_hi"] = _interval(diff)
-    out["c22_heldout_success"] = sum(int(ep["a"].verified or 0) for ep in held if ep["a"] is not None) / len(held)
+    out["c22_heldout_success"] = sum(int(ep.a.verified or 0) for ep in held if ep.a is not None) / len(held)
     out["c22_heldout_points"] = int(len(returns))
     return out
 

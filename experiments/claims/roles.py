@@ -11,11 +11,10 @@ from algos.batch import Batch, collate
 from algos.losses import aggregate, aggregation_weights, ppo_clip_loss, token_ratios
 from algos.policy import PolicyModel
 from algos.rollout import make_requests
-from algos.trainer import frozen_copy, make_trainer
+from algos.trainer import UpdateRecord, frozen_copy, make_trainer
 from experiments.runtime.behavior import BehaviorPolicy
 from experiments.claims.common import (
     TOK,
-    UpdateView,
     algo_config,
     claims_config,
     collect,
@@ -38,7 +37,7 @@ def _stale_updates(staleness: int, n_updates: int, seed: int = 7, tasks: int = 4
                    lr: float = 1e-3, kl_coef: float = 0.05) -> dict:
     """``n_updates`` GRPO updates of the warm-start policy with the sampler ``staleness`` updates
     behind (the product's :class:`experiments.runtime.behavior.BehaviorPolicy`, tokens tagged with its version), with a KL term to a
-    ``frozen_copy`` reference. Returns each update's (view, sampler version, trajectories), the
+    ``frozen_copy`` reference. Returns each update's (record, sampler version, trajectories), the
     models and how far the policy and the reference moved (max absolute parameter change)."""
     c = claims_config()
     policy = start_policy()
@@ -55,18 +54,18 @@ def _stale_updates(staleness: int, n_updates: int, seed: int = 7, tasks: int = 4
                              task_indices=[(u * tasks + i) % c.env.train_tasks for i in range(tasks)])
         behavior, version = sampler.sampler()
         trajs = collect(engine, behavior, reqs, seed * 1000 + u, version)
-        view = run_update(trainer, trajs)
+        record = run_update(trainer, trajs)
         sampler.push()
-        updates.append({"view": view, "version": version, "trajs": trajs, "policy_version": trainer.updates_done - 1})
+        updates.append({"record": record, "version": version, "trajs": trajs, "policy_version": trainer.updates_done - 1})
     engine.close()
     return {"updates": updates, "policy": policy, "reference": reference,
             "policy_moved": _max_change(policy, start), "reference_moved": _max_change(reference, ref_before)}
 
 
-def _logp_gap(view: UpdateView) -> tuple[float, float]:
+def _logp_gap(record: UpdateRecord) -> tuple[float, float]:
     """(max, mean) of |old - behavior| log-prob over the action tokens of one update."""
-    act = view.batch.action_mask > 0
-    gap = (view.old_logp - view.batch.behavior_logp).abs()[act]
+    act = record.batch.action_mask > 0
+    gap = (record.inputs.old_logp - record.batch.behavior_logp).abs()[act]
     return float(gap.max()), float(gap.mean())
 
 
@@ -90,26 +89,26 @@ def measure_c7(staleness: int = 1) -> dict:
     stale = _stale_updates(staleness, staleness + 1)
     sync = _stale_updates(0, 2)
     last = stale["updates"][-1]
-    view = last["view"]
-    batch = view.batch
+    record = last["record"]
+    batch, old_logp = record.batch, record.inputs.old_logp
     act = batch.action_mask > 0
-    gap_max, gap_mean = _logp_gap(view)
+    gap_max, gap_mean = _logp_gap(record)
     stored = collate([t for t in last["trajs"] if not t.masked]).behavior_logp  # the update drops masked ones
-    separate = (view.old_logp is not batch.behavior_logp
-                and view.old_logp.data_ptr() != batch.behavior_logp.data_ptr()
+    separate = (old_logp is not batch.behavior_logp
+                and old_logp.data_ptr() != batch.behavior_logp.data_ptr()
                 and torch.equal(stored, batch.behavior_logp))
     ref, pol = stale["reference"], stale["policy"]
     return {
         "staleness": staleness, "updates": len(stale["updates"]), "sampler_version": last["version"],
         "policy_version": last["policy_version"], "lag": last["policy_version"] - last["version"],
         "action_tokens": int(act.sum()), "stale_gap_max": gap_max, "stale_gap_mean": gap_mean,
-        "metric_gap": float(view.metrics["train/behavior_old_logp_gap"]),
-        "is_weight": float(view.metrics.get("train/is_weight", float("nan"))),
-        "kl_ref": float(view.metrics.get("train/kl_ref", float("nan"))),
+        "metric_gap": float(record.metrics["train/behavior_old_logp_gap"]),
+        "is_weight": float(record.metrics.get("train/is_weight", float("nan"))),
+        "kl_ref": float(record.metrics.get("train/kl_ref", float("nan"))),
         "token_versions": sorted(set(batch.policy_version[act].tolist())),
         "separate_fields": separate,
-        "first_gap_max": _logp_gap(stale["updates"][0]["view"])[0],
-        "sync_gap_max": [_logp_gap(u["view"])[0] for u in sync["updates"]],
+        "first_gap_max": _logp_gap(stale["updates"][0]["record"])[0],
+        "sync_gap_max": [_logp_gap(u["record"])[0] for u in sync["updates"]],
         "reference_separate": ref is not pol and all(p.data_ptr() != q.data_ptr()
                                                      for p, q in zip(ref.parameters(), pol.parameters())),
         "reference_frozen": all(not p.requires_grad for p in ref.parameters()),
@@ -135,15 +134,15 @@ def observation_mask(batch: Batch) -> torch.Tensor:
     return (batch.valid & (torch.arange(batch.tokens.shape[1]) > 0)).float()
 
 
-def policy_loss_at_old(view: UpdateView, loss_mask: torch.Tensor, algo) -> tuple[float, int]:
+def policy_loss_at_old(record: UpdateRecord, loss_mask: torch.Tensor, algo) -> tuple[float, int]:
     """The GRPO clipped policy loss of the update's first step (current = old log-probs, ratio 1)
     with the trajectories' group advantages (:func:`outcome_advantages`, ``algo.std`` /
     ``algo.adv_eps``) broadcast onto ``loss_mask``, aggregated with weights computed
     from ``loss_mask`` (``algo.loss_agg``), using ``algos.losses`` on tensors. Returns (loss, the
     number of env-written tokens whose log-prob gets a non-zero gradient)."""
-    batch = view.batch
+    batch = record.batch
     m = loss_mask > 0
-    logp = view.old_logp.detach().clone().requires_grad_(True)
+    logp = record.inputs.old_logp.detach().clone().requires_grad_(True)
     traj_adv = outcome_advantages(batch.trajectories, algo.std, algo.adv_eps).to(logp.dtype)
     adv = traj_adv[batch.row_traj][:, None] * loss_mask
     ratio = token_ratios(torch.where(m, logp, logp.detach()), logp.detach())
@@ -195,9 +194,9 @@ def measure_c8(seed: int = 8) -> dict:
     temperature = claims_config().rollout.temperature
     algo = algo_config("grpo", group_size=8, tasks_per_update=8)
     trainer = make_trainer("grpo", algo, start_policy(), temperature=temperature)
-    view = run_update(trainer, trajs)
-    batch, adv = view.batch, view.token_advantages
-    weights = aggregation_weights(view.loss_mask, algo.loss_agg, traj_ids=batch.row_traj)
+    record = run_update(trainer, trajs)
+    batch, adv, loss_mask = record.batch, record.advantages.tokens, record.inputs.loss_mask
+    weights = aggregation_weights(loss_mask, algo.loss_agg, traj_ids=batch.row_traj)
     env = env_written(batch)
     act = batch.action_mask > 0
     sampled = batch.valid & ~env
@@ -206,9 +205,9 @@ def measure_c8(seed: int = 8) -> dict:
     n_eos = int((batch.tokens[env] == TOK.eos_id).sum())
     n_turns, n_capped, boundaries, eos_ok = _turn_records(trajs)
     lengths = torch.tensor([len(batch.segment(r)) for r in range(batch.num_rows)])
-    loss_real, grad_real = policy_loss_at_old(view, view.loss_mask, algo)
+    loss_real, grad_real = policy_loss_at_old(record, loss_mask, algo)
     wrong = observation_mask(batch)
-    loss_obs, grad_obs = policy_loss_at_old(view, wrong, algo)
+    loss_obs, grad_obs = policy_loss_at_old(record, wrong, algo)
     return {
         "rollouts": len(trajs), "rows": batch.num_rows, "width": int(batch.tokens.shape[1]),
         "env_tokens": int(env.sum()), "bos": n_bos, "sep": n_sep, "forced_eos": n_eos,
@@ -221,6 +220,6 @@ def measure_c8(seed: int = 8) -> dict:
         "version_ok": (set(batch.policy_version[act].tolist()) == {3}
                        and bool((batch.policy_version[~act] == -1).all())),
         "temperature": temperature, "temperatures": sorted({t.temperature for t in trajs}, key=lambda v: (v is None, v)),
-        "loss_real": loss_real, "grad_env_real": grad_real, "loss_tokens_real": int((view.loss_mask > 0).sum()),
+        "loss_real": loss_real, "grad_env_real": grad_real, "loss_tokens_real": int((loss_mask > 0).sum()),
         "loss_observations": loss_obs, "grad_env_observations": grad_obs, "loss_tokens_observations": int((wrong > 0).sum()),
     }

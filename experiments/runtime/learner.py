@@ -28,7 +28,7 @@ from algos.compute import ComputeMeter
 
 @dataclass(frozen=True)
 class Collected:
-    """One update's rollouts: the ``trajectories`` (one-agent trajectories or pair episodes), the
+    """One update's rollouts: the ``trajectories`` (one-agent ``Trajectory``s or ``PairEpisode``s), the
     0-based ``update`` that collected them, the behaviour policy ``version`` that sampled them and
     the wall ``seconds`` collecting took."""
 

@@ -44,7 +44,7 @@ from pathlib import Path
 import torch
 
 from algos.compute import ComputeMeter
-from algos.pair_rollout import PairRolloutEngine, agent_trajectories, pair_requests
+from algos.pair_rollout import PairEpisode, PairRolloutEngine, agent_trajectories, pair_requests
 from algos.policy import PolicyModel, PolicyShape, ValueModel
 from algos.ppo_ctde import PairLearner, pair_rollout_metrics
 from algos.registry import make_trainer, trainer_traits
@@ -194,7 +194,7 @@ def _behaviour_clone_pair(policies: dict, c: TrainConfig) -> None:
 
 
 def evaluate_pair(engine: PairRolloutEngine, models: dict, c: TrainConfig, split: str | None = None,
-                  task_indices: list[int] | None = None, seed: int = PAIR_EVAL_OFFSET) -> tuple[dict, list[dict]]:
+                  task_indices: list[int] | None = None, seed: int = PAIR_EVAL_OFFSET) -> tuple[dict, list[PairEpisode]]:
     """``pair_rollout_metrics`` of :func:`eval_episodes` episodes on ``split`` (default
     ``eval.split``) over ``task_indices`` (default ``0..eval.tasks-1``, or one task per episode
     when ``eval.tasks`` is 0), sampled with ``engine``'s temperature, seeds from ``seed + seed``."""
@@ -244,15 +244,14 @@ def train_pair(c: TrainConfig, learner: PairLearner | None = None, on_update=Non
 
 
 # --------------------------------------------------------------------------------------------- the run loop's learner
-def count_episodes(meter: ComputeMeter, episodes: list[dict], warmup: bool = False) -> None:
+def count_episodes(meter: ComputeMeter, episodes: list[PairEpisode], warmup: bool = False) -> None:
     """``compute/rollouts`` += pair episodes; tokens, tool seconds and turns of both agents;
     ``warmup``: the episodes feed a critic warm-up update (``compute/warmup_rollouts`` += them too)."""
     for ep in episodes:
         meter.rollouts += 1
         meter.warmup_rollouts += int(warmup)
-        trajs = [t for t in ep.values() if t is not None]
-        meter.masked_rollouts += int(any(t.masked for t in trajs))
-        for t in trajs:
+        meter.masked_rollouts += int(ep.masked)
+        for t in ep.trajectories():
             meter.generated_tokens += t.generated_tokens
             meter.observation_tokens += t.observation_tokens
             meter.tool_seconds += t.tool_seconds

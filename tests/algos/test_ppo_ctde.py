@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from algos.advantages import gae
-from algos.pair_rollout import PairRolloutEngine, PairTrajectory, agent_trajectories, pair_requests
+from algos.pair_rollout import PairEpisode, PairRolloutEngine, PairTrajectory, agent_trajectories, pair_requests
 from algos.policy import PolicyModel, PolicyShape, ValueModel, token_logprobs
 from algos.ppo import gae_layout
 from algos.ppo_ctde import CentralCriticPPOTrainer, PairLearner, joint_inputs, pair_rollout_metrics
@@ -46,15 +46,27 @@ def oracle_episodes():
     eng = PairRolloutEngine(8, MAX_LEN, 12, env_kwargs={"difficulty": "easy"})
     eps = eng.collect({"a": partial(PairOracle, 0.3), "b": partial(PairOracle, 0.3)}, pair_requests(8, 0))
     for ep in eps:
-        for t in ep.values():
-            if t is not None:
-                t.temperature = 1.0  # scored by the trainer as samples at temperature 1
+        for t in ep.trajectories():
+            t.temperature = 1.0  # scored by the trainer as samples at temperature 1
     return eps
+
+
+def test_collect_returns_one_pair_episode_per_request(oracle_episodes):
+    assert len(oracle_episodes) == 8 and all(isinstance(ep, PairEpisode) for ep in oracle_episodes)
+    for ep in oracle_episodes:
+        assert ep.agents() == ("a", "b") and ep.trajectories() == (ep.a, ep.b)
+        assert ep.for_agent("a") is ep.a and ep.for_agent("b") is ep.b
+        assert ep.final_info is ep.a.final_info and ep.masked == (ep.a.masked or ep.b.masked)
+    with pytest.raises(KeyError, match="agent 'c' unknown; allowed: a, b"):
+        oracle_episodes[0].for_agent("c")
+    only_b = PairEpisode(a=None, b=oracle_episodes[0].b)
+    assert only_b.agents() == ("b",) and only_b.final_info is oracle_episodes[0].b.final_info
+    assert agent_trajectories([only_b], "a") == [] and agent_trajectories([only_b], "b") == [only_b.b]
 
 
 def test_rollout_records_one_joint_state_per_turn_with_both_contexts(oracle_episodes):
     for ep in oracle_episodes:
-        a, b = ep["a"], ep["b"]
+        a, b = ep.a, ep.b
         assert isinstance(a, PairTrajectory) and a.agent == "a" and b.agent == "b"
         seg_a, seg_b = a.segments[0], b.segments[0]
         assert len(a.joint_points) == len(seg_a.turns) == a.turns
@@ -162,9 +174,9 @@ def test_tiny_end_to_end_update_changes_parameters_and_names_metrics(algo, oracl
 def test_pair_rollout_metrics_hand_counted(oracle_episodes):
     m = pair_rollout_metrics(oracle_episodes)
     n = len(oracle_episodes)
-    wins = sum(ep["a"].verified for ep in oracle_episodes)
+    wins = sum(ep.a.verified for ep in oracle_episodes)
     assert m["rollout/episodes"] == n and m["rollout/success"] == wins / n
-    sends = sum(ep["a"].messages_sent for ep in oracle_episodes)
+    sends = sum(ep.a.messages_sent for ep in oracle_episodes)
     assert m["agent_a/rollout/messages_sent"] == sends / n
     # every oracle agent sends exactly one message per episode unless the episode ended first
     assert 0 < sends <= n
@@ -196,7 +208,7 @@ def test_sampled_log_probs_equal_a_teacher_forced_forward_over_each_context():
     policy, _ = _models(seed=3)
     eng = PairRolloutEngine(3, MAX_LEN, 12, env_kwargs={"difficulty": "easy"})
     episodes = eng.collect({"a": policy, "b": policy}, pair_requests(5, 7), 0, torch.Generator().manual_seed(0))
-    segs = [t.segments[0] for ep in episodes for t in ep.values() if t is not None]
+    segs = [t.segments[0] for ep in episodes for t in ep.trajectories()]
     assert len(segs) >= 8 and sum(len(s.turns) for s in segs) >= 16  # several turns of both agents
     for seg in segs:
         tokens = torch.tensor([seg.tokens])

@@ -6,19 +6,22 @@ from __future__ import annotations
 import pytest
 import torch
 
+from algos.ppo import GAELayout
 from experiments.claims import criteria
 from experiments.claims import boundaries
 
 torch.set_num_threads(1)
 
 
-def _layout() -> dict:
+def _layout() -> GAELayout:
     """One trajectory, 3 decision points; points 0, 1 in segment row 0 (then a compression), point
     2 in row 1; the task ends after point 2."""
     t = lambda xs, dtype=torch.float64: torch.tensor([xs], dtype=dtype)  # noqa: E731
-    return {"rows": t([0, 0, 1], torch.long), "cols": t([3, 5, 4], torch.long), "mask": t([1, 1, 1], torch.bool),
-            "rewards": t([0.0, 0.0, 1.0]), "values": t([0.5, 0.6, 0.8]), "next_values": t([0.6, 0.8, 0.0]),
-            "terminated": t([False, False, True], torch.bool), "truncated": t([False, False, False], torch.bool)}
+    owner = torch.tensor([[-1, -1, -1, 0, -1, 1], [-1, -1, -1, -1, 2, -1]])
+    return GAELayout(rows=t([0, 0, 1], torch.long), cols=t([3, 5, 4], torch.long), mask=t([1, 1, 1], torch.bool),
+                     rewards=t([0.0, 0.0, 1.0]), values=t([0.5, 0.6, 0.8]), next_values=t([0.6, 0.8, 0.0]),
+                     terminated=t([False, False, True], torch.bool), truncated=t([False, False, False], torch.bool),
+                     owner=owner)
 
 
 def test_relabelling_a_compression_terminal_is_built_as_input():
@@ -26,8 +29,8 @@ def test_relabelling_a_compression_terminal_is_built_as_input():
     where = boundaries.segment_boundaries(lay)
     assert where == [(0, 1)]
     wrong = boundaries.as_terminal(lay, where)
-    assert wrong["terminated"].tolist() == [[False, True, True]] and wrong["next_values"].tolist() == [[0.6, 0.0, 0.0]]
-    assert lay["terminated"].tolist() == [[False, False, True]] and lay["next_values"][0, 1] == 0.8  # copy
+    assert wrong.terminated.tolist() == [[False, True, True]] and wrong.next_values.tolist() == [[0.6, 0.0, 0.0]]
+    assert lay.terminated.tolist() == [[False, False, True]] and lay.next_values[0, 1] == 0.8  # a new layout
     # lambda 0, gamma 1: real [0 + .6 - .5, 0 + .8 - .6, 1 - .8] = [.1, .2, .2]; relabelled point 1: 0 - .6
     assert boundaries._gae(lay, 1.0, 0.0)[0].tolist() == pytest.approx([0.1, 0.2, 0.2])
     assert boundaries._gae(wrong, 1.0, 0.0)[0].tolist() == pytest.approx([0.1, -0.6, 0.2])

@@ -29,7 +29,7 @@ def test_c10_lossy_summary_repeats_failed_approaches_structured_does_not():
 
 def test_c10_on_v3_a_lossy_summary_makes_later_fixes_guesses():
     r = m.measure_c10_v3(episodes=12)
-    # structured_summary keeps the table (memory_facts()["pending"]): every fix right, as without compression
+    # structured_summary keeps the table (memory_facts().pending): every fix right, as without compression
     assert (r["v3_structured_wrong_fixes"], r["v3_structured_success"]) == (0.0, 1.0)
     assert (r["v3_none_wrong_fixes"], r["v3_none_success"], r["v3_none_min_compressions"]) == (0.0, 1.0, 0)
     # lossy_summary drops it at the first of 3 compressions per episode; the later fixes are guesses,

@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from algos.pair_rollout import pair_requests
+from algos.pair_rollout import PairEpisode, pair_requests
 from experiments.claims.common import pair_claims_config
 from experiments.claims.multiagent import (check_c22, measure_c22, message_distribution, paired_tv_bootstrap,
                                          ridge_values, total_variation)
@@ -45,7 +45,8 @@ def test_total_variation_is_exact_whatever_the_word_order():
 
 
 def test_message_distribution_counts_words_agent_a_received():
-    eps = [{"a": _T(["bug yours", "fixed"]), "b": _T(["x"])}, {"a": None, "b": _T([])}, {"a": _T(["fixed"]), "b": None}]
+    eps = [PairEpisode(a=_T(["bug yours", "fixed"]), b=_T(["x"])), PairEpisode(a=None, b=_T([])),
+           PairEpisode(a=_T(["fixed"]), b=None)]
     assert message_distribution(eps) == Counter(bug=1, yours=1, fixed=2)
     assert message_distribution(eps, "b") == Counter(x=1)
 

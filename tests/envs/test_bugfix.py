@@ -25,6 +25,7 @@ from envs.bugfix import (
     parse_action,
     run_program,
 )
+from envs.memory import MemoryFacts
 from envs.stop import StopReason, rule_for
 from envs.tokenizer import get_tokenizer
 from envs.tools import STATUSES, TIMEOUT_TEXT
@@ -477,17 +478,17 @@ def test_memory_facts_and_task_statement():
     env.reset(seed=0)
     u = env.unwrapped
     facts = u.memory_facts()
-    assert set(facts) == {"task", "tried", "code_state", "pending", "last_test_status"}
-    assert facts["task"] == u.task_statement() and facts["pending"] == "run_tests" and facts["tried"] == []
+    assert isinstance(facts, MemoryFacts)
+    assert facts.task == u.task_statement() and facts.pending == "run_tests" and facts.tried == ()
     env.step("run_tests")
-    assert u.memory_facts()["pending"] == "fix failing tests"
+    assert u.memory_facts().pending == "fix failing tests"
     fix = u.oracle_actions()[0]
     env.step(fix)
     env.step("run_tests")
     facts = u.memory_facts()
-    assert facts["pending"] == "submit"
-    assert facts["tried"] == [f"{fix} -> tests : {len(u.visible_tests)} passed 0 failed"]
-    assert facts["code_state"].startswith("1 ") and " | 2 " in facts["code_state"]
+    assert facts.pending == "submit"
+    assert facts.tried == (f"{fix} -> tests : {len(u.visible_tests)} passed 0 failed",)
+    assert facts.code_state.startswith("1 ") and " | 2 " in facts.code_state
 
 
 def test_render_ansi():

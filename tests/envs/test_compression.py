@@ -259,6 +259,15 @@ def test_compact_is_refused_when_it_would_not_shrink():
     assert "compression" not in info and len(spy.calls) == 1 and info["tool_status"] == "format_error"
 
 
+def test_memory_facts_of_another_type_are_refused_at_the_first_compression():
+    env, _ = wrapped("structured_summary", trigger="turns", every_turns=1)
+    env.reset(seed=0)
+    base = env.unwrapped
+    base.memory_facts = lambda: {f: "" for f in SUMMARY_FIELDS}  # the instance attribute shadows the method
+    with pytest.raises(TypeError, match="memory_facts\\(\\) returned dict; allowed: envs.memory.MemoryFacts"):
+        env.step("status")
+
+
 def test_turns_trigger_and_cap():
     env, _ = wrapped("recent", {"n_stages": 30, "verbose": 2}, trigger="turns", every_turns=3, max_compactions=4,
                      keep_last=1)

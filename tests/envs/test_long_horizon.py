@@ -21,6 +21,7 @@ from envs.long_horizon_agents import (
     RandomAgent,
     run_episode,
 )
+from envs.memory import MemoryFacts
 from envs.stop import StopReason, rule_for
 from envs.tokenizer import get_tokenizer
 
@@ -214,15 +215,15 @@ def test_wrong_approaches_fail_deterministically_and_are_counted():
     assert obs.split("\n")[0] == first  # same stated reason, every time
     assert info["repeated_failed_approaches"] == 1 and info["redundant_actions"] == 0
     facts = env.memory_facts()
-    assert facts["tried"] == [f"approach {w} -> {task.reasons[w]}" for w in wrong[:2]]
-    assert facts["last_test_status"] == "tests failing"
-    assert facts["code_state"] == "8 stages left , fix none"
+    assert facts.tried == tuple(f"approach {w} -> {task.reasons[w]}" for w in wrong[:2])
+    assert facts.last_test_status == "tests failing"
+    assert facts.code_state == "8 stages left , fix none"
     obs, *_, info = env.step(f"try {task.correct}")
     assert obs.startswith(f"approach {task.correct} works : tests passing .")
     env.step(f"try {wrong[1]}")  # a failing approach is rolled back: the fix stays
     facts = env.memory_facts()
-    assert facts["code_state"] == f"8 stages left , fix {task.correct}"
-    assert facts["last_test_status"] == "tests passing"
+    assert facts.code_state == f"8 stages left , fix {task.correct}"
+    assert facts.last_test_status == "tests passing"
     obs, *_, info = env.step(f"try {task.correct}")
     assert obs == f"approach {task.correct} is already applied ."
     assert info["repeated_failed_approaches"] == 2 and info["redundant_actions"] == 1
@@ -233,7 +234,7 @@ def test_redundant_actions_and_archived_notes():
     env.reset(seed=0)
     key = env.task.key
     assert env.step("read notes")[0] == f"notes : the key is {key} ."
-    assert env.memory_facts()["pending"] == f"find the approach that works , finish 1 stages , submit {key}"
+    assert env.memory_facts().pending == f"find the approach that works , finish 1 stages , submit {key}"
     counts = [env.step(a)[4]["redundant_actions"] for a in
               ["read notes", "inspect 1", "inspect 1", "status", "status", "step", "step", "read notes"]]
     assert counts == [1, 1, 2, 2, 3, 3, 4, 5]
@@ -241,15 +242,15 @@ def test_redundant_actions_and_archived_notes():
     assert obs == "error: the notes are archived after the first step ." and info["tool_status"] == "error"
 
 
-def test_memory_facts_contract_keys():
+def test_memory_facts_contract_fields():
     env = make()
     env.reset(seed=0)
     facts = env.memory_facts()
-    assert set(facts) == {"task", "tried", "code_state", "pending", "last_test_status"}
-    assert facts["task"] == env.task_statement() and facts["tried"] == []
-    assert facts["pending"] == "read notes , find the approach that works , finish 8 stages , submit the key"
-    assert facts["last_test_status"] == "tests not run"
-    for text in [facts["task"], facts["code_state"], facts["pending"], facts["last_test_status"]]:
+    assert isinstance(facts, MemoryFacts)
+    assert facts.task == env.task_statement() and facts.tried == ()
+    assert facts.pending == "read notes , find the approach that works , finish 8 stages , submit the key"
+    assert facts.last_test_status == "tests not run"
+    for text in facts.texts():
         TOK.encode(text)
 
 

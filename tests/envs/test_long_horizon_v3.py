@@ -199,7 +199,7 @@ def test_submit_early_fails_and_the_notes_are_archived_after_the_first_fix():
     assert info["stages_left"] == 7
     obs, _, _, _, info = env.step("read notes")
     assert (obs, info["tool_status"]) == ("error: the notes are archived after the first fix .", "error")
-    assert env.memory_facts()["pending"] == "notes are archived"
+    assert env.memory_facts().pending == "notes are archived"
     obs, r, term, trunc, info = env.step("submit")
     assert (obs, r, term, trunc, info["stop_reason"], info["verified"]) == (
         "submitted : failed .", 0.0, True, False, "submitted_failed", 0)
@@ -233,11 +233,11 @@ def test_format_errors_cost_a_turn_and_three_in_a_row_end_the_episode():
 def test_memory_facts_carry_the_table_once_read():
     env = make(n_stages=8)
     env.reset(seed=0, options={"task_index": 2})
-    assert env.memory_facts()["pending"] == "read notes"
+    assert env.memory_facts().pending == "read notes"
     env.step("read notes")
     facts = env.memory_facts()
-    assert facts["pending"] == f"notes : {env.task.notes()} ."
-    assert facts["code_state"] == "8 stages left , then submit" and facts["tried"] == []
+    assert facts.pending == f"notes : {env.task.notes()} ."
+    assert facts.code_state == "8 stages left , then submit" and facts.tried == ()
 
 
 def test_compression_fires_many_times_at_128_and_the_context_reader_succeeds_through_it():
@@ -332,13 +332,13 @@ def test_check_prob_keeps_a_failed_test_in_the_memory_facts():
     env = make(n_stages=8, check_prob=1.0)
     env.reset(seed=3, options={"task_index": 9})
     env.step("read notes")
-    assert env.memory_facts()["last_test_status"] == "8 stages left"
+    assert env.memory_facts().last_test_status == "8 stages left"
     wrong = next(a for a in FIX_NAMES if a != env.task.answer(0))
     env.step(f"fix {env.task.stages[0]} {wrong}")
     env.step(f"fix {env.task.stages[1]} {env.task.answer(1)}")
-    assert env.memory_facts()["last_test_status"] == "6 stages left , a test failed"
-    assert env.memory_facts()["code_state"] == "6 stages left , then submit , a test failed"
-    get_tokenizer().encode(env.memory_facts()["code_state"])
+    assert env.memory_facts().last_test_status == "6 stages left , a test failed"
+    assert env.memory_facts().code_state == "6 stages left , then submit , a test failed"
+    get_tokenizer().encode(env.memory_facts().code_state)
 
 
 def test_check_prob_failed_test_survives_a_structured_summary():

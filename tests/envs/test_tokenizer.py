@@ -60,8 +60,7 @@ def test_every_observation_action_and_memory_fact_of_scripted_episodes_encodes()
                     ep = run_episode(env, agent, seed=seed, options={"split": ("train", "heldout")[seed % 2]})
                     facts = env.memory_facts()
                     texts = [t for pair in ep["steps"] for t in pair] + [ep["final_observation"]]
-                    texts += [facts["task"], facts["code_state"], facts["pending"], facts["last_test_status"],
-                              *facts["tried"]]
+                    texts += list(facts.texts())
                     for text in texts:
                         tok.encode(text)
                     n_texts += len(texts)
