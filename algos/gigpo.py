@@ -1,4 +1,5 @@
-"""GiGPO: GRPO's episode-level advantage plus a step-level one from step groups (anchor states).
+"""GiGPO: GRPO's episode-level advantage plus a step-level one from step groups (anchor states), a
+step estimator of ``algos.steps.StepTrainer``.
 
 Episode level: ``A_E[i]`` is GRPO's group-relative advantage of the outcome ``R_i``
 (``Trajectory.train_reward``). Step level: the anchor of a step is ``Turn.state_key``, the env's
@@ -14,7 +15,7 @@ instance) with the same anchor, whichever member and turn reached it; over it
 segments: a compression does not cut the return). Singleton and constant step groups give
 A_S = 0, so a step whose key is missing (-1: the env gives none) or never recurs gets A = A_E.
 ``A[i, s]`` goes on every sampled token of step ``s`` in every segment of trajectory ``i``; loss,
-aggregation modes, KL, budgets and metrics are GRPO's (``algos.steps.StepTrainer``).
+aggregation modes, KL, budgets and metrics are the group trainer's (``algos.steps.StepTrainer``).
 
 Metrics: ``train/step_groups`` (step groups of size >= 2), ``train/anchor_hit_rate`` (share of real
 steps whose step group has size >= 2: their state recurs in the group), ``train/adv_zero_frac``.
@@ -46,24 +47,26 @@ def check_omega(algo) -> float:
     return float(omega)
 
 
-@register("gigpo")
-class GiGPOTrainer(StepTrainer):
-    def __init__(self, algo, policy, critic=None, reference=None, temperature=1.0, meter=None) -> None:
-        self.omega = check_omega(algo)
-        if not (isinstance(algo.gamma, numbers.Real) and 0.0 <= algo.gamma <= 1.0):
-            raise ValueError(f"algo.gamma={algo.gamma!r} must be a number in [0, 1] (discount of the step returns)")
-        super().__init__(algo, policy, critic, reference, temperature, meter)
-
-    def step_advantages(self, steps: StepInputs) -> tuple[Tensor, dict]:
-        algo = self.algo
-        returns = discounted_returns(steps.rewards, steps.terminated, steps.truncated, gamma=algo.gamma,
-                                     mask=steps.mask)
-        adv = gigpo_advantages(steps.episode_rewards, steps.group_ids, returns, steps.mask, steps.anchors,
-                               omega=self.omega, std=algo.std, eps=algo.adv_eps)
-        n_groups, sizes = step_group_counts(steps.group_ids, steps.mask, steps.anchors)
-        real = int(steps.mask.sum())
-        hits = int(((sizes >= 2) & steps.mask).sum())
-        return adv, {"train/step_groups": n_groups, "train/anchor_hit_rate": hits / real if real else 0.0}
+def check_gigpo(algo) -> None:
+    """``ValueError`` unless ``algo.omega`` is a finite number >= 0 (:func:`check_omega`) and
+    ``algo.gamma`` a number in [0, 1]."""
+    check_omega(algo)
+    if not (isinstance(algo.gamma, numbers.Real) and 0.0 <= algo.gamma <= 1.0):
+        raise ValueError(f"algo.gamma={algo.gamma!r} must be a number in [0, 1] (discount of the step returns)")
 
 
-__all__ = ["GiGPOTrainer", "check_omega"]
+@register("gigpo", trainer=StepTrainer, check=check_gigpo)
+def gigpo_estimator(steps: StepInputs, algo) -> tuple[Tensor, dict]:
+    """``A [N, S]`` = episode advantage + ``omega`` x step-group advantage of the discounted step
+    returns; metrics ``train/step_groups`` and ``train/anchor_hit_rate``."""
+    returns = discounted_returns(steps.rewards, steps.terminated, steps.truncated, gamma=algo.gamma,
+                                 mask=steps.mask)
+    adv = gigpo_advantages(steps.episode_rewards, steps.group_ids, returns, steps.mask, steps.anchors,
+                           omega=float(algo.omega), std=algo.std, eps=algo.adv_eps)
+    n_groups, sizes = step_group_counts(steps.group_ids, steps.mask, steps.anchors)
+    real = int(steps.mask.sum())
+    hits = int(((sizes >= 2) & steps.mask).sum())
+    return adv, {"train/step_groups": n_groups, "train/anchor_hit_rate": hits / real if real else 0.0}
+
+
+__all__ = ["check_gigpo", "check_omega", "gigpo_estimator"]

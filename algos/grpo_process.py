@@ -1,4 +1,5 @@
-"""Process-supervised GRPO (DeepSeekMath section 4.1.3): normalised step rewards, summed to go.
+"""Process-supervised GRPO (DeepSeekMath section 4.1.3): normalised step rewards, summed to go; a
+step estimator of ``algos.steps.StepTrainer``.
 
 The scored steps of trajectory ``i`` are the turns that carry a reward: every turn whose training
 reward is non-zero (process rewards: ``env.kwargs.reward_mode=process | biased_process``) and
@@ -11,11 +12,11 @@ members of group ``g`` (``algos.advantages.process_group_advantages``):
 and every step (scored or not) takes the sum from its own step on: a step without a reward of its
 own gets the advantage of the next scored step. ``A[i, s]`` goes on every sampled token of step
 ``s`` in every segment of trajectory ``i``; loss, aggregation modes, KL, budgets and metrics are
-GRPO's (``algos.steps.StepTrainer``).
+the group trainer's (``algos.steps.StepTrainer``).
 
 Outcome-only rewards (``reward_mode=outcome``: every turn but the last has reward 0) leave one
 scored step per trajectory holding ``R_i``: mean and std are GRPO's and every token gets GRPO's
-``A_i`` (this trainer then equals ``algo=grpo``). A zero intermediate reward is not a score in
+``A_i`` (this method then equals ``algo=grpo``). A zero intermediate reward is not a score in
 this harness (the envs' process rewards are bonuses), hence "non-zero" above.
 
 Fields read from ``algo`` beyond the base ``Trainer``'s: ``std``, ``adv_eps``, ``dynamic_sampling``.
@@ -51,15 +52,15 @@ def fill_from_next_scored(adv: Tensor, scored: Tensor, mask: Tensor) -> Tensor:
     return torch.where(mask, filled, torch.zeros_like(filled))
 
 
-@register("grpo_process", step_rewards=True, envs=(BUGFIX.name,))
-class ProcessGRPOTrainer(StepTrainer):
-    def step_advantages(self, steps: StepInputs) -> tuple[Tensor, dict]:
-        scored = scored_steps(steps.rewards, steps.mask)
-        adv = process_group_advantages(steps.rewards, scored, steps.group_ids, std=self.algo.std,
-                                       eps=self.algo.adv_eps)
-        real = int(steps.mask.sum())
-        return fill_from_next_scored(adv, scored, steps.mask), {
-            "train/scored_step_frac": int(scored.sum()) / real if real else 0.0}
+@register("grpo_process", trainer=StepTrainer, step_rewards=True, envs=(BUGFIX.name,))
+def process_estimator(steps: StepInputs, algo) -> tuple[Tensor, dict]:
+    """``A [N, S]``: the group-normalised rewards of the scored steps, summed from each step on;
+    metric ``train/scored_step_frac``."""
+    scored = scored_steps(steps.rewards, steps.mask)
+    adv = process_group_advantages(steps.rewards, scored, steps.group_ids, std=algo.std, eps=algo.adv_eps)
+    real = int(steps.mask.sum())
+    return fill_from_next_scored(adv, scored, steps.mask), {
+        "train/scored_step_frac": int(scored.sum()) / real if real else 0.0}
 
 
-__all__ = ["ProcessGRPOTrainer", "fill_from_next_scored", "scored_steps"]
+__all__ = ["fill_from_next_scored", "process_estimator", "scored_steps"]

@@ -1,22 +1,29 @@
-"""The trainer registry: algorithm name -> ``Trainer`` subclass and the traits the rest of the
-harness reads from it.
+"""The trainer registry: algorithm name -> the trainer that runs it, its traits, and (for a group
+method) the advantage estimator that trainer picks.
 
 A leaf module of ``algos`` (it imports nothing from ``algos``; the env names come from the env
-specs, ``envs.SPECS``), so ``algos.trainer`` (the base class) and the
-algorithms (``algos.grpo``, ``algos.ppo``, ``algos.rloo``, ``algos.gigpo``, ``algos.grpo_process``,
-``algos.ppo_ctde``) can all import it without importing each other.
+specs, ``envs.SPECS``), so ``algos.trainer`` (the base class) and the algorithms can all import it
+without importing each other.
 
-``@register("name", critic=..., agents=..., step_rewards=..., envs=...)`` on a class adds it with
-its :class:`TrainerTraits`; ``make_trainer(name, ...)`` builds one; :func:`trainer_traits` and
-:func:`trainers_with` answer "does it train a critic", "how many agents", "which envs" for the
-config checks, the compare job and the report, so that no other module keeps a list of names.
-The built-in algorithms live in ``BUILTIN_MODULES`` and are imported on the first lookup, so a
-caller never has to import them for their side effect.
+Two kinds of registration, each with its :class:`TrainerTraits`:
+
+- ``@register("name", critic=..., ...)`` on a ``Trainer`` subclass: ``make_trainer("name", ...)``
+  builds that class (PPO and its variants: the method is the class).
+- ``@register("name", trainer=GroupTrainer, ...)`` on an estimator function: the function enters
+  :data:`ESTIMATORS` as an :class:`EstimatorSpec` of the trainer's ``estimator_kind``, and
+  ``make_trainer("name", ...)`` builds ``trainer`` running it (the group methods: one trainer per
+  kind, one pure function per method).
+
+:func:`trainer_traits` and :func:`trainers_with` answer "does it train a critic", "how many
+agents", "which envs" for the config checks, the compare job and the report, so that no other
+module keeps a list of names. The built-in algorithms live in ``BUILTIN_MODULES`` and are
+imported on the first lookup, so a caller never has to import them for their side effect.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from envs import SPECS
@@ -55,42 +62,90 @@ class TrainerTraits:
             raise ValueError("central_critic=True needs critic=True and agents=2 (a critic over both agents' contexts)")
 
 
-# algorithm name -> Trainer subclass (filled by ``register``)
+#: the estimator kinds and the signature of each kind's function (``algo``: the algo config)
+ESTIMATOR_KINDS = {
+    "outcome": "fn(rewards [N], group_ids [N], algo) -> advantages [N] (one per trajectory)",
+    "step": "fn(steps: algos.steps.StepInputs, algo) -> (advantages [N, S] (one per step), metrics dict)",
+}
+
+
+@dataclass(frozen=True)
+class EstimatorSpec:
+    """A group method's advantage estimator: a pure function of the ``kind``'s signature
+    (:data:`ESTIMATOR_KINDS`), run by the trainer registered with it. ``check(algo)`` (None: none)
+    raises ``ValueError`` for a config the function cannot run; the trainer calls it when built."""
+
+    name: str
+    kind: str
+    fn: Callable
+    check: Callable | None = None
+
+
+# algorithm name -> the class make_trainer builds (filled by ``register``; the estimator names of
+# one kind share their trainer class)
 TRAINERS: dict[str, type] = {}
+# algorithm name -> its traits
+TRAITS: dict[str, TrainerTraits] = {}
+# algorithm name -> its estimator (group methods only)
+ESTIMATORS: dict[str, EstimatorSpec] = {}
+
+
+def _registered_object(name: str):
+    """What registered ``name``: its estimator function, or its trainer class."""
+    return ESTIMATORS[name].fn if name in ESTIMATORS else TRAINERS[name]
 
 
 def register(name: str, *, critic: bool = False, agents: int = 1, step_rewards: bool = False,
-             envs: tuple[str, ...] | None = None, central_critic: bool = False):
-    """Class decorator: ``TRAINERS[name] = cls``, ``cls.name = name`` and ``cls.traits`` (a
-    :class:`TrainerTraits`; ``envs`` None = :data:`SINGLE_AGENT_ENVS` for one agent,
-    :data:`PAIR_AGENT_ENVS` for two). A name registered twice raises ``ValueError`` (two classes
-    cannot answer to one ``algo.name``)."""
+             envs: tuple[str, ...] | None = None, central_critic: bool = False, trainer: type | None = None,
+             check: Callable | None = None):
+    """Decorator registering ``name`` with its :class:`TrainerTraits` (``envs`` None =
+    :data:`SINGLE_AGENT_ENVS` for one agent, :data:`PAIR_AGENT_ENVS` for two).
+
+    Without ``trainer``: on a ``Trainer`` subclass, ``TRAINERS[name] = cls``. With ``trainer`` (a
+    class whose ``estimator_kind`` is a key of :data:`ESTIMATOR_KINDS`): on an estimator function,
+    ``ESTIMATORS[name] = EstimatorSpec(name, trainer.estimator_kind, fn, check)`` and
+    ``TRAINERS[name] = trainer``. A name registered twice raises ``ValueError`` (two methods cannot
+    answer to one ``algo.name``)."""
     if envs is None:
         envs = PAIR_AGENT_ENVS if agents == 2 else SINGLE_AGENT_ENVS
     traits = TrainerTraits(critic=critic, agents=agents, step_rewards=step_rewards, envs=tuple(envs),
                            central_critic=central_critic)
+    kind = None if trainer is None else getattr(trainer, "estimator_kind", None)
+    if trainer is not None and kind not in ESTIMATOR_KINDS:
+        raise ValueError(f"trainer={trainer.__qualname__} runs no estimator kind "
+                         f"(its estimator_kind must be one of: {', '.join(ESTIMATOR_KINDS)})")
+    if trainer is None and check is not None:
+        raise ValueError("check= belongs to an estimator registration (pass trainer= too)")
 
-    def deco(cls):
-        if name in TRAINERS and TRAINERS[name] is not cls:
-            raise ValueError(f"trainer {name!r} is already registered (by {TRAINERS[name].__qualname__}); "
+    def deco(obj):
+        if name in TRAINERS and _registered_object(name) is not obj:
+            raise ValueError(f"trainer {name!r} is already registered (by {_registered_object(name).__qualname__}); "
                              f"pick another name")
-        cls.name = name
-        cls.traits = traits
-        TRAINERS[name] = cls
-        return cls
+        if trainer is not None:
+            ESTIMATORS[name] = EstimatorSpec(name=name, kind=kind, fn=obj, check=check)
+        TRAINERS[name] = obj if trainer is None else trainer
+        TRAITS[name] = traits
+        return obj
 
     return deco
 
 
+def unregister(name: str) -> None:
+    """Remove ``name`` from every table (a test's temporary registration)."""
+    for table in (TRAINERS, TRAITS, ESTIMATORS):
+        table.pop(name, None)
+
+
 def load_builtin_trainers() -> dict[str, type]:
-    """Import ``BUILTIN_MODULES`` (registering their trainers); returns the registered trainers in
-    their canonical order: the built-in modules' order, then each module's order of definition,
-    then other modules' trainers in registration order: the same in every process, whatever it
-    imported first."""
+    """Import ``BUILTIN_MODULES`` (registering their trainers); returns name -> trainer class in
+    the canonical order: the built-in modules' order, then each module's order of registration,
+    then other modules' names in registration order: the same in every process, whatever it
+    imported first. A name's module is that of its estimator function, or of its class."""
     for module in BUILTIN_MODULES:
         importlib.import_module(module)
     rank = {m: i for i, m in enumerate(BUILTIN_MODULES)}
-    order = sorted(enumerate(TRAINERS.items()), key=lambda e: (rank.get(e[1][1].__module__, len(rank)), e[0]))
+    order = sorted(enumerate(TRAINERS.items()),
+                   key=lambda e: (rank.get(_registered_object(e[1][0]).__module__, len(rank)), e[0]))
     return dict(item for _, item in order)
 
 
@@ -99,25 +154,37 @@ def trainer_traits(name: str) -> TrainerTraits:
     load_builtin_trainers()
     if name not in TRAINERS:
         raise ValueError(f"algo {name!r} unknown; allowed: {', '.join(sorted(TRAINERS))}")
-    return TRAINERS[name].traits
+    return TRAITS[name]
 
 
 def trainers_with(**wanted) -> tuple[str, ...]:
     """Registered trainer names (in :func:`load_builtin_trainers`' order) whose traits equal every
     ``wanted`` field, e.g. ``trainers_with(critic=True, agents=1)``."""
-    return tuple(n for n, cls in load_builtin_trainers().items()
-                 if all(getattr(cls.traits, k) == v for k, v in wanted.items()))
+    return tuple(n for n in load_builtin_trainers() if all(getattr(TRAITS[n], k) == v for k, v in wanted.items()))
+
+
+def estimator(name: str, kind: str) -> EstimatorSpec:
+    """The registered estimator ``name`` of ``kind``; ``ValueError`` listing that kind's names."""
+    load_builtin_trainers()
+    spec = ESTIMATORS.get(name)
+    if spec is None or spec.kind != kind:
+        allowed = sorted(n for n, s in ESTIMATORS.items() if s.kind == kind)
+        raise ValueError(f"algo {name!r} has no {kind} estimator; allowed: {', '.join(allowed)}")
+    return spec
 
 
 def make_trainer(name: str, *args, **kwargs):
-    """``TRAINERS[name](*args, **kwargs)``; the usual call is
-    ``make_trainer(name, algo, policy, critic=None, reference=None, temperature=1.0, meter=None)``.
-    An unknown name raises ``ValueError`` listing the registered ones."""
+    """``TRAINERS[name](*args, **kwargs)``, plus ``estimator=name`` for an estimator's trainer; the
+    usual call is ``make_trainer(name, algo, policy, critic=None, reference=None, temperature=1.0,
+    meter=None)``. An unknown name raises ``ValueError`` listing the registered ones."""
     load_builtin_trainers()
     if name not in TRAINERS:
         raise ValueError(f"algo {name!r} unknown; allowed: {', '.join(sorted(TRAINERS))}")
+    if name in ESTIMATORS:
+        kwargs = {**kwargs, "estimator": name}
     return TRAINERS[name](*args, **kwargs)
 
 
-__all__ = ["BUILTIN_MODULES", "PAIR_AGENT_ENVS", "SINGLE_AGENT_ENVS", "TRAINERS", "TrainerTraits",
-           "load_builtin_trainers", "make_trainer", "register", "trainer_traits", "trainers_with"]
+__all__ = ["BUILTIN_MODULES", "ESTIMATORS", "ESTIMATOR_KINDS", "EstimatorSpec", "PAIR_AGENT_ENVS", "SINGLE_AGENT_ENVS",
+           "TRAINERS", "TRAITS", "TrainerTraits", "estimator", "load_builtin_trainers", "make_trainer", "register",
+           "trainer_traits", "trainers_with", "unregister"]

@@ -1,16 +1,18 @@
-"""Per-step view of a batch for the step-level estimators (GiGPO, process-supervised GRPO).
+"""The step trainer: one ``Trainer`` for every step estimator (``algo=gigpo``, ``algo=grpo_process``, ...).
 
 A **step** is one tool call (turn). Trajectory ``i``'s steps are its turns over ALL its segments,
 in order; ``S`` is the most steps of any trajectory of the batch. ``step_inputs`` reads the
-``[N, S]`` inputs of ``algos.advantages``' step estimators from the trajectories' turns;
-``on_step_tokens`` puts each step's advantage on every sampled token of that step, in whichever
-segment it lies, through PPO's turn-level decision points (``algos.ppo.gae_layout`` with
-``level="turn"``: a step's point is its first sampled token and every sampled token of the turn
-belongs to it), so the step -> token mapping is PPO's, not a second one.
+``[N, S]`` inputs of a step estimator from the trajectories' turns; ``on_step_tokens`` puts each
+step's advantage on every sampled token of that step, in whichever segment it lies, through the
+turn-level decision points (``algos.decisions.gae_layout`` with ``level="turn"``: a step's point
+is its first sampled token and every sampled token of the turn belongs to it), so the step ->
+token mapping is PPO's, not a second one.
 
-``StepTrainer`` is GRPO's trainer (same clipped token-level loss, aggregation modes, KL, budgets
-and metrics) with a per-step advantage instead of a per-trajectory one; subclasses implement
-``step_advantages``.
+``StepTrainer`` is the group trainer (``algos.group.GroupTrainer``: same clipped token-level loss,
+aggregation modes, KL, budgets and metrics) with a per-step advantage instead of a per-trajectory
+one: the step estimator registered under the method's name
+(``algos.registry.register(name, trainer=StepTrainer)``, signature
+``fn(steps: StepInputs, algo) -> (A [N, S], metrics)``).
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ import torch
 from torch import Tensor
 
 from algos.batch import Batch, Trajectory
-from algos.grpo import GRPOTrainer
+from algos.decisions import GAELayout, gae_layout, on_sampled_tokens
+from algos.group import GroupTrainer, advantage_metrics
 from algos.metrics import group_outcome_rates
-from algos.ppo import GAELayout, gae_layout, on_sampled_tokens
 from algos.trainer import Advantages, UpdateInputs
 
 
@@ -74,7 +76,7 @@ def step_inputs(trajectories: list[Trajectory]) -> StepInputs:
 
 
 def step_layout(batch: Batch) -> GAELayout:
-    """PPO's turn-level decision points of ``batch`` (``gae_layout(batch, 0, "turn")``): point
+    """The turn-level decision points of ``batch`` (``gae_layout(batch, 0, "turn")``): point
     ``k`` of trajectory ``i`` is its ``k``-th step. Raises ``ValueError`` if a trajectory has a
     turn without a sampled token (then points and steps would not line up)."""
     layout = gae_layout(batch, torch.zeros(batch.tokens.shape), "turn")
@@ -96,17 +98,17 @@ def on_step_tokens(step_values: Tensor, layout: GAELayout, batch: Batch, loss_ma
     return on_sampled_tokens(padded, layout, batch) * (loss_mask > 0)
 
 
-class StepTrainer(GRPOTrainer):
-    """GRPO with per-step advantages ``step_advantages(steps) -> ([N, S], metrics)``.
+class StepTrainer(GroupTrainer):
+    """The group trainer with the per-step advantages of its step estimator
+    (``self.estimator.fn(steps, algo) -> ([N, S], metrics)``).
 
-    ``select`` keeps GRPO's ``train/groups_mixed_rate``; with ``algo.dynamic_sampling`` it drops the
-    groups whose step advantages are all exactly 0 (no signal; a group with equal outcomes can
-    still carry step-level signal, so GRPO's equal-reward rule would be wrong here). Logged:
-    ``train/adv_abs_mean`` and ``train/adv_zero_frac`` over the real steps (each step counts
-    once, however many tokens it has)."""
+    ``select`` keeps the group trainer's ``train/groups_mixed_rate``; with ``algo.dynamic_sampling``
+    it drops the groups whose step advantages are all exactly 0 (no signal; a group with equal
+    outcomes can still carry step-level signal, so the equal-reward rule would be wrong here).
+    Logged: ``train/adv_abs_mean`` and ``train/adv_zero_frac`` over the real steps (each step
+    counts once, however many tokens it has), then the estimator's metrics."""
 
-    def step_advantages(self, steps: StepInputs) -> tuple[Tensor, dict]:
-        raise NotImplementedError
+    estimator_kind = "step"
 
     def select(self, trajectories: list[Trajectory]) -> tuple[list[Trajectory], dict]:
         if not trajectories:
@@ -115,7 +117,7 @@ class StepTrainer(GRPOTrainer):
         metrics = {"train/groups_mixed_rate": group_outcome_rates(steps.episode_rewards, steps.group_ids)["mixed"]}
         if not self.algo.dynamic_sampling:
             return trajectories, metrics
-        adv, _ = self.step_advantages(steps)
+        adv, _ = self.estimator.fn(steps, self.algo)
         signal = (adv != 0).any(1)
         live_groups = set(steps.group_ids[signal].tolist())
         kept = [t for t in trajectories if t.group_id in live_groups]
@@ -127,12 +129,10 @@ class StepTrainer(GRPOTrainer):
         """Each step's advantage on every loss token of the step: ``point_advantages [N, S]`` (per
         step), ``layout`` the turn-level points, ``tokens [R, T]``."""
         steps = step_inputs(batch.trajectories)
-        adv, metrics = self.step_advantages(steps)
+        adv, metrics = self.estimator.fn(steps, self.algo)
         layout = step_layout(batch)
         tokens = on_step_tokens(adv.float(), layout, batch, inputs.loss_mask)
-        real = adv[steps.mask]
-        metrics = {"train/adv_abs_mean": float(real.abs().mean()) if real.numel() else 0.0,
-                   "train/adv_zero_frac": float((real == 0).float().mean()) if real.numel() else 0.0, **metrics}
+        metrics = {**advantage_metrics(adv[steps.mask]), **metrics}
         return Advantages(tokens=tokens, layout=layout, point_advantages=adv, metrics=metrics)
 
 

@@ -15,7 +15,8 @@ trajectories and returns one ``train/*`` + ``critic/*`` metrics dict. It is
    log-probs (current weights at the sampling temperature: the baseline of this update), the old
    critic outputs and, with a KL term, the **reference** log-probs of the frozen start model. The
    **behavior** log-probs come from the sampler (``Batch.behavior_logp``) and are never overwritten.
-2. ``advantages`` is the algorithm's (``GRPOTrainer``, ``PPOTrainer``).
+2. ``advantages`` is the algorithm's (``algos.group.GroupTrainer`` and ``algos.steps.StepTrainer``
+   running a registered estimator, ``algos.ppo.PPOTrainer``).
 3. ``optimize``: loss aggregation weights computed ONCE per optimizer batch (``loss_weights``) and
    sliced for micro-batches, so accumulation equals one big batch; per slice the clipped policy
    loss with the ratio of ``RATIO_KINDS[algo.ratio]`` against the baseline and weight of
@@ -118,7 +119,7 @@ class Advantages:
     returns: Tensor | None = None  # [R, T] PPO value targets (GAE returns) at the decision points
     value_mask: Tensor | None = None  # [R, T] float 1 at the decision points (where the value loss applies)
     old_values: Tensor | None = None  # [R, T] V before fitting, at the decision token (``shift_values``)
-    layout: object | None = None  # PPO: the decision points and the gae inputs (an algos.ppo.GAELayout)
+    layout: object | None = None  # PPO and step methods: the decision points (an algos.decisions.GAELayout)
     point_advantages: Tensor | None = None  # [N, L] GAE advantages (before normalisation)
     point_returns: Tensor | None = None  # [N, L] GAE returns
     metrics: dict = field(default_factory=dict)  # train/adv_* and critic/* of this batch
@@ -173,7 +174,6 @@ class Trainer:
     """Base class: the shared update. ``algo`` is an algorithm config object (attributes listed
     in the module docstring); subclasses add ``advantages`` and optional hooks."""
 
-    name = "base"
     # take the old log-probs from epoch 0's forward when there is a single minibatch
     fuse_old_forward = False
 

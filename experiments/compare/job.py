@@ -143,7 +143,7 @@ def compare_methods() -> dict[str, TrainerTraits]:
     """Methods the compare job runs (every trainer of the registry, registration order) and the
     traits it reads: ``envs`` (the preset's env must be one of them) and ``step_rewards`` (it
     needs ``env.kwargs.reward_mode`` in :data:`STEP_REWARD_MODES`, an override given after ``--``)."""
-    return {name: cls.traits for name, cls in load_builtin_trainers().items()}
+    return {name: trainer_traits(name) for name in load_builtin_trainers()}
 
 
 #: ``--methods`` when not given on a single-agent preset: the two methods of the main job.

@@ -13,7 +13,7 @@ AdamW on the squared error to the Monte Carlo returns
 
     G_k = sum_{j >= k} gamma^(j - k) r_j        (over the trajectory's decision points; no bootstrap)
 
-at the decision points of ``algo.value_level`` (``algos.ppo.gae_layout``; the value of a point is
+at the decision points of ``algo.value_level`` (``algos.decisions.gae_layout``; the value of a point is
 read at the position before its first token, as PPO reads it), ``--batch`` trajectories per step,
 gradient norm clipped at 1. Every ``--every`` steps it prints the loss and the explained variance
 ``1 - Var(G - V) / Var(G)`` (``algos.metrics.explained_variance``) on A (the fit) and on B (held
@@ -37,7 +37,7 @@ from algos.advantages import discounted_returns
 from algos.batch import collate
 from algos.metrics import explained_variance
 from algos.policy import ValueModel
-from algos.ppo import gae_layout
+from algos.decisions import gae_layout
 from algos.rollout import make_requests
 from experiments.runtime.build import build_policy, train_engine
 from experiments.runtime.config import compose_config, validate

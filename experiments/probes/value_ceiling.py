@@ -11,7 +11,7 @@ below 1. This measures it for the policy and critic of a PPO run's last checkpoi
 
 1. ``--rollouts`` training-like rollouts (train tasks and seeds of ``update_requests`` at an
    update index far past any run's, token seeds from ``--seed``), laid out at the run's decision
-   points (``algos.ppo.gae_layout`` at ``algo.value_level``); the points of terminated trajectories
+   points (``algos.decisions.gae_layout`` at ``algo.value_level``); the points of terminated trajectories
    are the population the metric uses.
 2. The critic's EV on all those points (what the run's metric would read at this checkpoint) and on
    ``--points`` points drawn uniformly from them.

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from algos.batch import collate
-from algos.grpo import GRPOTrainer, trajectory_advantages
+from algos.group import GroupTrainer, outcome_inputs
+from algos.grpo import grpo_estimator
 from algos.losses import aggregation_weights
 from algos.policy import PolicyModel, PolicyShape
 from algos.trainer import UpdateInputs, make_trainer
@@ -30,6 +31,11 @@ def algo(**kw):
     return AlgoConfig(**base)
 
 
+def trajectory_advantages(trajectories, std, eps):
+    """GRPO's ``[N]`` advantages of the trajectories' outcomes (the registered estimator)."""
+    return grpo_estimator(*outcome_inputs(trajectories), algo(std=std, adv_eps=eps))
+
+
 def test_segments_stay_one_group_member_with_equal_token_advantages():
     """C13/C14: a trajectory cut into 3 segments (success) and one cut into 6 (failure), same task:
     2 group members, not 9. rewards [1, 0]: mean 0.5, population std 0.5 -> A = [+1, -1]."""
@@ -38,7 +44,7 @@ def test_segments_stay_one_group_member_with_equal_token_advantages():
     assert adv.tolist() == [1.0, -1.0]
     batch = collate([a, b])
     assert batch.num_rows == 9
-    trainer = GRPOTrainer(algo(adv_eps=0.0), model())
+    trainer = GroupTrainer(algo(adv_eps=0.0), model())
     inputs = UpdateInputs(old_logp=torch.zeros_like(batch.behavior_logp), ref_logp=None,
                           loss_mask=batch.action_mask.clone())
     out = trainer.advantages(batch, inputs)
@@ -166,7 +172,7 @@ def test_update_refuses_trajectories_sampled_at_another_temperature():
     different one would make every ratio wrong, so the update stops with a clear error."""
     a, b = make_traj([2], 1.0, seed=1), make_traj([2], 0.0, seed=2)
     a.temperature = b.temperature = 0.7
-    trainer = GRPOTrainer(algo(), model(), temperature=1.0)
+    trainer = GroupTrainer(algo(), model(), temperature=1.0)
     with pytest.raises(ValueError, match=r"sampled at temperature \[0.7\].*recomputes log-probs at 1.0"):
         trainer.update([a, b])
     a.temperature = b.temperature = 1.0  # matching temperature (and None = scripted demo) is fine
@@ -175,11 +181,11 @@ def test_update_refuses_trajectories_sampled_at_another_temperature():
 
 def test_learning_rate_schedule_follows_the_budget_fraction():
     # linear: lr * (1 - f); algo lr 1e-2 -> f=0.25: 7.5e-3, f=1: 0 (and f beyond 1 is clipped to 1)
-    trainer = GRPOTrainer(algo(lr_schedule="linear"), model())
+    trainer = GroupTrainer(algo(lr_schedule="linear"), model())
     assert trainer.set_budget_fraction(0.25) == pytest.approx(7.5e-3)
     assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(7.5e-3)
     assert trainer.set_budget_fraction(1.3) == 0.0
     # constant: lr whatever the fraction
-    assert GRPOTrainer(algo(), model()).set_budget_fraction(0.9) == pytest.approx(1e-2)
+    assert GroupTrainer(algo(), model()).set_budget_fraction(0.9) == pytest.approx(1e-2)
     with pytest.raises(ValueError, match="lr_schedule='cosine' is not a valid choice; allowed: constant, linear"):
-        GRPOTrainer(algo(lr_schedule="cosine"), model())
+        GroupTrainer(algo(lr_schedule="cosine"), model())

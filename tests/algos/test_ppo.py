@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from algos.batch import ContextBuilder, Trajectory, collate
 from algos.compute import attention_flops
 from algos.policy import PolicyModel, PolicyShape, ValueModel, count_params, shift_values
-from algos.ppo import gae_layout, on_sampled_tokens
+from algos.decisions import gae_layout, on_sampled_tokens
 from algos.advantages import gae
 from algos.trainer import frozen_copy, make_trainer, value_positions
 from experiments.runtime.schema import AlgoConfig, ConfigError

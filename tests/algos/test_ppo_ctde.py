@@ -12,7 +12,7 @@ import torch
 from algos.advantages import gae
 from algos.pair_rollout import PairEpisode, PairRolloutEngine, PairTrajectory, agent_trajectories, pair_requests
 from algos.policy import PolicyModel, PolicyShape, ValueModel, token_logprobs
-from algos.ppo import gae_layout
+from algos.decisions import gae_layout
 from algos.ppo_ctde import CentralCriticPPOTrainer, PairLearner, joint_inputs, pair_rollout_metrics
 from algos.registry import make_trainer
 from envs.pairfix.agents import PairOracle

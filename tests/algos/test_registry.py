@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from algos.registry import TRAINERS, TrainerTraits, load_builtin_trainers, register, trainer_traits, trainers_with
+from algos.registry import TrainerTraits, load_builtin_trainers, register, trainer_traits, trainers_with, unregister
 from experiments.compare.job import compare_methods
 from experiments.report.keys import METHODS_WITH_CRITIC
 from experiments.report.pair import PAIR_METHODS
@@ -56,11 +56,11 @@ def test_a_new_registration_carries_its_traits_everywhere():
         pass
 
     try:
-        assert _Method.traits == TrainerTraits(critic=True)
+        assert trainer_traits("test_only_critic_method") == TrainerTraits(critic=True)
         assert "test_only_critic_method" in trainers_with(critic=True, agents=1)
         assert compare_methods()["test_only_critic_method"].envs == ("bugfix", "long_horizon", "long_horizon_v3")
     finally:
-        del TRAINERS["test_only_critic_method"]
+        unregister("test_only_critic_method")
 
 
 @pytest.mark.parametrize("kwargs, message", [

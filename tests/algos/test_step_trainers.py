@@ -9,11 +9,10 @@ import pytest
 import torch
 
 from algos.batch import collate
-from algos.gigpo import GiGPOTrainer
-from algos.grpo_process import ProcessGRPOTrainer
+from algos.group import GroupTrainer
 from algos.policy import PolicyModel, PolicyShape
-from algos.registry import TRAINERS, make_trainer
-from algos.rloo import RLOOTrainer
+from algos.registry import ESTIMATORS, TRAINERS, make_trainer
+from algos.steps import StepTrainer
 from algos.trainer import UpdateInputs
 from experiments.runtime.schema import AlgoConfig
 from synthetic_trajectories import make_traj
@@ -59,10 +58,11 @@ def per_step(batch, tokens):
     return out
 
 
-def test_registry_lists_and_builds_the_new_trainers():
-    for name, cls in (("rloo", RLOOTrainer), ("gigpo", GiGPOTrainer), ("grpo_process", ProcessGRPOTrainer)):
-        assert isinstance(make_trainer(name, algo(name), model()), cls)
-        assert TRAINERS[name] is cls
+def test_registry_builds_each_method_as_its_kind_trainer_with_its_estimator():
+    for name, cls in (("rloo", GroupTrainer), ("gigpo", StepTrainer), ("grpo_process", StepTrainer)):
+        trainer = make_trainer(name, algo(name), model())
+        assert type(trainer) is cls and TRAINERS[name] is cls
+        assert trainer.estimator is ESTIMATORS[name]
     with pytest.raises(ValueError, match=r"algo 'gipgo' unknown; allowed: gigpo, grpo, grpo_process, ppo, ppo_ctde, ppo_independent, ppo_long, ppo_segment_terminal, rloo"):
         make_trainer("gipgo", algo("gigpo"), model())
 
@@ -185,11 +185,11 @@ def test_dynamic_sampling_keeps_groups_with_step_signal():
 
 def test_gigpo_needs_a_valid_omega():
     with pytest.raises(ValueError, match=r"algo=gigpo needs algo.omega"):
-        GiGPOTrainer(AlgoConfig(name="grpo"), model())  # a schema without omega
+        make_trainer("gigpo", AlgoConfig(name="grpo"), model())  # a schema without omega
     with pytest.raises(ValueError, match=r"algo.omega=-1.0 must be a finite number >= 0"):
-        GiGPOTrainer(algo("gigpo", omega=-1.0), model())
+        make_trainer("gigpo", algo("gigpo", omega=-1.0), model())
     with pytest.raises(ValueError, match=r"algo.gamma=1.5 must be a number in \[0, 1\]"):
-        GiGPOTrainer(algo("gigpo", gamma=1.5), model())
+        make_trainer("gigpo", algo("gigpo", gamma=1.5), model())
 
 
 @pytest.mark.parametrize("name", ["rloo", "gigpo", "grpo_process"])

@@ -218,7 +218,7 @@ def test_duplicate_registration_raises():
         @register("grpo")
         class Other(Trainer):
             pass
-    assert TRAINERS["grpo"].__name__ == "GRPOTrainer"
+    assert TRAINERS["grpo"].__name__ == "GroupTrainer"
 
 
 def _imported_modules(module) -> set[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from algos.ppo import GAELayout
+from algos.decisions import GAELayout
 from experiments.claims import criteria
 from experiments.claims import boundaries
 

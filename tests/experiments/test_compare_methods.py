@@ -24,11 +24,11 @@ ALLOWED = "allowed: grpo, ppo, ppo_segment_terminal, ppo_long, rloo, gigpo, grpo
 
 
 def test_every_compare_method_is_a_registered_trainer_with_a_config():
-    from algos.registry import load_builtin_trainers
+    from algos.registry import load_builtin_trainers, trainer_traits
 
     trainers = load_builtin_trainers()
     for name, traits in C.compare_methods().items():
-        assert name in trainers and name in ALGO_SCHEMAS and trainers[name].traits is traits
+        assert name in trainers and name in ALGO_SCHEMAS and trainer_traits(name) is traits
         assert (ROOT / "configs" / "algo" / f"{name}.yaml").is_file()
         # its envs are env specs (LongHorizon-v1, env long_horizon, has no preset: claims and
         # env=long_horizon runs only), and at least one preset trains on one of them
