@@ -2,7 +2,7 @@
 groups, and GAE across episode and segment ends (one lambda, or one for the actor's advantages and
 one for the critic's targets; a number or one per row, e.g. the length-adaptive lambda).
 
-Pure math: tensors in, tensors out; no environment, no I/O. Boundary semantics (DESIGN.md):
+Pure math: tensors in, tensors out; no environment, no I/O. Boundary semantics (docs/algorithms.md):
 
 - ``terminated[t]``: the task ended after the action at ``t``. No bootstrap from the next state and
   the GAE recursion stops.
@@ -26,7 +26,7 @@ from torch import Tensor
 
 # std convention name -> delta degrees of freedom of the group std (None: do not divide by a std).
 STD_CONVENTIONS: dict[str, int | None] = {
-    "population": 0,  # the document's convention: [0, 0, 1, 1] -> std 0.5
+    "population": 0,  # rl_checks.py's convention: [0, 0, 1, 1] -> std 0.5
     "sample": 1,  # Bessel-corrected: [0, 0, 1, 1] -> std sqrt(1/3)
     "none": None,  # Dr. GRPO style: A = r - mean, no division
 }
@@ -139,7 +139,7 @@ def group_advantages(
 
     Shapes: ``rewards`` [N] (float; int/bool are converted), ``group_ids`` [N] integer; members of a
     group share an id, ids need not be contiguous or sorted. Returns [N].
-    ``std``: "population" (ddof=0, the document's convention and the default), "sample" (ddof=1),
+    ``std``: "population" (ddof=0, rl_checks.py's convention and the default), "sample" (ddof=1),
     "none" (no division). ``eps`` >= 0 guards the division; it never creates signal: groups whose
     rewards are all identical (singletons included) get exactly 0.0, not r/eps-sized noise.
     """

@@ -1,4 +1,4 @@
-"""The data model of a rollout (``../shared/DESIGN.md``) and its collation into padded tensors.
+"""The data model of a rollout (docs/algorithms.md) and its collation into padded tensors.
 
 Trajectory -> Segments -> tokens. A **trajectory** is one attempt at one task instance; a
 **segment** is one context window the policy actually saw, from a reset or a compression to the

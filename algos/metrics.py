@@ -21,7 +21,7 @@ def mixed_group_probability(success_probability, group_size) -> float:
     probability p, contain at least one success and at least one failure (a non-zero GRPO signal).
 
     ``success_probability`` p in [0, 1], ``group_size`` G a positive ``int`` (bool rejected). Same
-    validation and arithmetic as the document's snippet: ValueError("success_probability must be in
+    validation and arithmetic as the snippet rl_checks.py runs verbatim: ValueError("success_probability must be in
     [0, 1]") / ValueError("group_size must be a positive integer") (our messages append the value).
     """
     try:

@@ -1,4 +1,4 @@
-"""Critic-based PPO with a token-level loss (the document's GLM-5.2 note) and GAE across segments.
+"""Critic-based PPO with a token-level loss (as GLM-5.2's critic-based PPO, docs/claims.md) and GAE across segments.
 
 Decision points (``algos.decisions``; ``algo.value_level`` picks ``token`` or ``turn`` from
 ``algos.advantages.VALUE_LEVELS``): each trajectory's points over ALL its segments form one row,
@@ -180,7 +180,7 @@ def segment_end_as_terminal(layout: GAELayout) -> GAELayout:
 @register("ppo_segment_terminal", critic=True, envs=(LONG_HORIZON_V3.name,))
 class SegmentTerminalPPOTrainer(PPOTrainer):
     """PPO with every compression boundary labelled terminal (``segment_end_as_terminal``): the
-    boundary setting the document's C17 example rules out (a compression is a continuation, so V
+    boundary setting claim C17's example (docs/claims.md) rules out (a compression is a continuation, so V
     of the compressed context is bootstrapped). A named method only to measure what that mistake
     costs in training; otherwise identical to ``ppo``."""
 

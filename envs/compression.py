@@ -112,7 +112,7 @@ def _mask_observations(req: CompressionRequest) -> tuple[str, list[str]]:
 
 def _lossy_summary(req: CompressionRequest) -> tuple[str, list[str]]:
     """Task statement + only the latest test status + the latest output. Tried approaches, code
-    state and pending work are lost: the document's failure mode (claim C10)."""
+    state and pending work are lost: claim C10's failure mode (docs/claims.md)."""
     lines = [
         "context compressed : summary",
         req.task,

@@ -1,4 +1,4 @@
-"""One row per claim of CLAIMS.md: ID, what was checked, expected, measured, status.
+"""One row per claim of docs/claims.md: ID, what was checked, expected, measured, status.
 
 ``python -m experiments.reproduce_claims`` prints the table and exits 1 if any row is FAIL;
 ``--only C9 C13`` runs those rows only.
@@ -114,7 +114,7 @@ def main(claims: Mapping[str, Claim] | None = None, argv: Sequence[str] | None =
     ``argv``: the command line (``--only ID ...``); an unknown ID exits 2 before any row runs."""
     claims = CLAIMS if claims is None else claims
     parser = argparse.ArgumentParser(prog="python -m experiments.reproduce_claims",
-                                     description="One row per claim of CLAIMS.md; exit 1 if any row is FAIL.")
+                                     description="One row per claim of docs/claims.md; exit 1 if any row is FAIL.")
     parser.add_argument("--only", nargs="+", metavar="ID", help="run these claim IDs only (e.g. C9 C13)")
     args = parser.parse_args([] if argv is None else list(argv))
     if args.only:

@@ -153,6 +153,21 @@ def test_no_references_outside_the_repository():
     assert not bad, "\n".join(bad)
 
 
+#: a docs page or a Markdown file at the repository root named in code (``docs/x.md``, ``README.md``)
+DOC_NAME = re.compile(r"\b(docs/[\w./-]+\.md|[A-Z][A-Z_]+\.md)\b")
+CODE_DIRS = ("algos", "envs", "experiments", "configs")
+
+
+def test_code_names_only_documents_that_exist():
+    """Docstrings, comments and config comments point at pages of this repository."""
+    files = [f for d in CODE_DIRS for f in sorted((ROOT / d).rglob("*")) if f.suffix in (".py", ".yaml")]
+    files.append(ROOT / "rl_checks.py")
+    bad = [f"{f.relative_to(ROOT)}:{i}: {name}" for f in files
+           for i, line in enumerate(f.read_text().splitlines(), 1) for name in DOC_NAME.findall(line)
+           if not (ROOT / name).is_file()]
+    assert not bad, "names of files that do not exist:\n" + "\n".join(bad)
+
+
 def test_changelog_has_no_development_rounds():
     text = (ROOT / "CHANGELOG.md").read_text()
     assert not re.search(r"(?i)\bsessions? [0-9]+", text)

@@ -14,7 +14,7 @@ from entry import run_script
 REPO = Path(__file__).resolve().parents[1]
 
 # Copied verbatim from the source document (seed/000_012c7a9ae49ecd3d.txt). The first snippet
-# defines its own mixed_group_probability: that is the document's code, run as written.
+# defines its own mixed_group_probability: that is the claims' source snippet, run as written.
 SNIPPET_MIXED = '''def mixed_group_probability(success_probability, group_size):
     if not 0 <= success_probability <= 1:
         raise ValueError("success_probability must be in [0, 1]")

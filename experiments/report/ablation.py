@@ -2,7 +2,7 @@
 (a Hydra override such as ``algo.critic_lam=null``), one sweep directory per recipe.
 
     python -m experiments.report.ablation --method ppo_long --full SWEEP_DIR \\
-        --variant NAME=SWEEP_DIR [--variant NAME=SWEEP_DIR ...] [--out FILE.md]
+        --variant NAME=SWEEP_DIR [--variant NAME=SWEEP_DIR ...] [--out OUT_PATH]
 
 Each directory is searched recursively for run directories (:func:`experiments.report.load.load_runs`);
 only the runs of ``--method`` count. A variant's sweep, e.g.

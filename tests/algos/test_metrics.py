@@ -50,7 +50,7 @@ def test_mixed_group_probability_rejects_bad_group_size(g):
 @given(p=st.floats(0, 1), g=st.integers(1, 64))
 def test_mixed_group_probability_properties(p, g):
     value = mixed_group_probability(p, g)
-    # same as the document's expression, symmetric in p <-> 1-p, and a probability
+    # same as rl_checks.py's expression, symmetric in p <-> 1-p, and a probability
     assert value == 1 - p**g - (1 - p) ** g
     assert math.isclose(value, mixed_group_probability(1 - p, g), abs_tol=1e-12)
     assert -1e-12 <= value <= 1
