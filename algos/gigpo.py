@@ -21,19 +21,41 @@ Metrics: ``train/step_groups`` (step groups of size >= 2), ``train/anchor_hit_ra
 steps whose step group has size >= 2: their state recurs in the group), ``train/adv_zero_frac``.
 
 Fields read from ``algo`` beyond the base ``Trainer``'s: ``omega`` (finite, >= 0), ``gamma``
-(in [0, 1]), ``std``, ``adv_eps``, ``dynamic_sampling``.
+(in [0, 1]), ``std``, ``adv_eps``, ``dynamic_sampling``: its config schema :class:`GigpoConfig`
+(GRPO's plus ``omega`` and ``gamma``).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from dataclasses import dataclass
 
 from torch import Tensor
 
 from algos.advantages import discounted_returns, gigpo_advantages, step_group_counts
+from algos.configs import ConfigError
+from algos.grpo import GrpoConfig
 from algos.registry import register
 from algos.steps import StepInputs, StepTrainer
+
+
+@dataclass
+class GigpoConfig(GrpoConfig):
+    """GiGPO: episode group advantage + ``omega`` x step-group advantage of the discounted step
+    returns (``gamma``), step groups = same group and same anchor state."""
+
+    # weight of the step-level (anchor-state group) advantage
+    omega: float = 1.0
+    # discount of the per-step returns-to-go the step groups compare
+    gamma: float = 0.95
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (math.isfinite(self.omega) and self.omega >= 0):
+            raise ConfigError(f"algo.omega={self.omega} must be a finite number >= 0")
+        if not 0 <= self.gamma <= 1:
+            raise ConfigError(f"algo.gamma={self.gamma} must be a number in [0, 1] (discount of the step returns)")
 
 
 def check_omega(algo) -> float:
@@ -55,7 +77,7 @@ def check_gigpo(algo) -> None:
         raise ValueError(f"algo.gamma={algo.gamma!r} must be a number in [0, 1] (discount of the step returns)")
 
 
-@register("gigpo", trainer=StepTrainer, check=check_gigpo)
+@register("gigpo", trainer=StepTrainer, check=check_gigpo, config=GigpoConfig)
 def gigpo_estimator(steps: StepInputs, algo) -> tuple[Tensor, dict]:
     """``A [N, S]`` = episode advantage + ``omega`` x step-group advantage of the discounted step
     returns; metrics ``train/step_groups`` and ``train/anchor_hit_rate``."""
@@ -69,4 +91,4 @@ def gigpo_estimator(steps: StepInputs, algo) -> tuple[Tensor, dict]:
     return adv, {"train/step_groups": n_groups, "train/anchor_hit_rate": hits / real if real else 0.0}
 
 
-__all__ = ["check_gigpo", "check_omega", "gigpo_estimator"]
+__all__ = ["GigpoConfig", "check_gigpo", "check_omega", "gigpo_estimator"]

@@ -19,18 +19,28 @@ scored step per trajectory holding ``R_i``: mean and std are GRPO's and every to
 ``A_i`` (this method then equals ``algo=grpo``). A zero intermediate reward is not a score in
 this harness (the envs' process rewards are bonuses), hence "non-zero" above.
 
-Fields read from ``algo`` beyond the base ``Trainer``'s: ``std``, ``adv_eps``, ``dynamic_sampling``.
+Fields read from ``algo`` beyond the base ``Trainer``'s: ``std``, ``adv_eps``, ``dynamic_sampling``
+(its config schema :class:`GrpoProcessConfig` extends GRPO's).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from algos.advantages import process_group_advantages
+from algos.grpo import GrpoConfig
 from algos.registry import register
 from algos.steps import StepInputs, StepTrainer
 from envs import BUGFIX
+
+
+@dataclass
+class GrpoProcessConfig(GrpoConfig):
+    """Process-supervised GRPO (DeepSeekMath 4.1.3): step rewards normalised over the group, each
+    token's advantage = sum of its own and later steps'."""
 
 
 def scored_steps(rewards: Tensor, mask: Tensor) -> Tensor:
@@ -52,7 +62,8 @@ def fill_from_next_scored(adv: Tensor, scored: Tensor, mask: Tensor) -> Tensor:
     return torch.where(mask, filled, torch.zeros_like(filled))
 
 
-@register("grpo_process", trainer=StepTrainer, step_rewards=True, envs=(BUGFIX.name,))
+@register("grpo_process", trainer=StepTrainer, step_rewards=True, envs=(BUGFIX.name,),
+          config=GrpoProcessConfig)
 def process_estimator(steps: StepInputs, algo) -> tuple[Tensor, dict]:
     """``A [N, S]``: the group-normalised rewards of the scored steps, summed from each step on;
     metric ``train/scored_step_frac``."""
@@ -63,4 +74,4 @@ def process_estimator(steps: StepInputs, algo) -> tuple[Tensor, dict]:
         "train/scored_step_frac": int(scored.sum()) / real if real else 0.0}
 
 
-__all__ = ["fill_from_next_scored", "process_estimator", "scored_steps"]
+__all__ = ["GrpoProcessConfig", "fill_from_next_scored", "process_estimator", "scored_steps"]

@@ -33,18 +33,23 @@ with the GAE returns they were trained on.
 
 Fields read from ``algo`` beyond the base ``Trainer``'s: ``gamma``, ``lam``, ``critic_lam``, ``lam_alpha``,
 ``critic_lr``, ``vf_coef``, ``value_clip``, ``value_warmup_updates``, ``critic_epochs``, ``norm_adv``, ``value_level``
-(no GRPO field: no ``std``, ``adv_eps``, ``dynamic_sampling``).
+(no GRPO field: no ``std``, ``adv_eps``, ``dynamic_sampling``): the config schema :class:`PpoConfig`,
+registered with :class:`PPOTrainer`; the variants' schemas (:class:`PpoSegmentTerminalConfig`,
+:class:`PpoLongConfig`) extend it.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import math
+from dataclasses import dataclass, replace
+from typing import Optional
 
 import torch
 from torch import Tensor
 
 from algos.advantages import VALUE_LEVELS, decoupled_gae, discounted_returns, length_adaptive_lam, pick
 from algos.batch import Batch
+from algos.configs import AlgoConfig, ConfigError, check_at_least, check_choice
 from algos.decisions import GAELayout, at_points, gae_layout, on_sampled_tokens
 from algos.losses import aggregate, aggregation_weights, value_loss
 from algos.metrics import explained_variance
@@ -54,7 +59,80 @@ from algos.trainer import Advantages, Trainer, UpdateInputs
 from envs import LONG_HORIZON_V3
 
 
-@register("ppo", critic=True)
+@dataclass
+class PpoConfig(AlgoConfig):
+    """Critic-based PPO: token-level clipped loss, GAE over action positions across segments, a
+    value loss."""
+
+    # rollouts per task instance (1 = classic PPO)
+    group_size: int = 1
+    # GAE discount and trace decay (per decision point)
+    gamma: float = 1.0
+    lam: float = 0.95
+    # trace decay of the critic's return targets (null = lam; 1.0 = Monte Carlo returns, VC-PPO)
+    critic_lam: Optional[float] = None
+    # actor lambda per trajectory clamp(1 - 1/(lam_alpha * l), 0, 1), l = its decision points (null = lam)
+    lam_alpha: Optional[float] = None
+    # learning rate of the critic's parameters (separate critic or value head; null = lr)
+    critic_lr: Optional[float] = None
+    # value loss coefficient and clip (null = unclipped)
+    vf_coef: float = 0.5
+    value_clip: Optional[float] = 0.2
+    # updates that train only the critic before the policy moves (value pretraining; its rollouts count)
+    value_warmup_updates: int = 0
+    # critic-only passes over each batch after the `epochs` joint ones (more critic fitting per
+    # rollout; costs a critic forward + backward per pass)
+    critic_epochs: int = 0
+    # whiten advantages over the batch's action tokens
+    norm_adv: bool = True
+    # token: a value per sampled token | turn: one value per tool call
+    value_level: str = "token"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice("algo.value_level", self.value_level, list(VALUE_LEVELS))
+        if not (0 <= self.gamma <= 1 and 0 <= self.lam <= 1):
+            raise ConfigError(f"algo.gamma={self.gamma} and algo.lam={self.lam} must be in [0, 1]")
+        if self.value_clip is not None and self.value_clip <= 0:
+            raise ConfigError(f"algo.value_clip={self.value_clip} must be > 0 (or null to disable)")
+        if self.critic_lam is not None and not 0 <= self.critic_lam <= 1:
+            raise ConfigError(f"algo.critic_lam={self.critic_lam} must be in [0, 1] (or null to use algo.lam)")
+        if self.lam_alpha is not None and not (math.isfinite(self.lam_alpha) and self.lam_alpha > 0):
+            raise ConfigError(f"algo.lam_alpha={self.lam_alpha} must be a finite number > 0 (or null to use algo.lam)")
+        if self.critic_lr is not None and not (math.isfinite(self.critic_lr) and self.critic_lr > 0):
+            raise ConfigError(f"algo.critic_lr={self.critic_lr} must be a finite number > 0 (or null to use algo.lr)")
+        check_at_least("algo.value_warmup_updates", self.value_warmup_updates, 0)
+        check_at_least("algo.critic_epochs", self.critic_epochs, 0)
+        check_at_least("algo.vf_coef", self.vf_coef, 0)
+
+
+@dataclass
+class PpoSegmentTerminalConfig(PpoConfig):
+    """PPO with every compression boundary labelled terminal (:class:`SegmentTerminalPPOTrainer`):
+    the wrong boundary setting of claim C17, as a method variant for measuring its cost; the knobs
+    are PPO's."""
+
+
+@dataclass
+class PpoLongConfig(PpoConfig):
+    """PPO for long tasks (:class:`LongPPOTrainer`): PPO's estimator and losses with the
+    long-sequence settings of VC-PPO / VAPO as defaults. :class:`PpoConfig` keeps one lambda for
+    both roles, no pretraining and one learning rate (the reference row of naive PPO)."""
+
+    # Monte Carlo return targets for the critic (decoupled GAE)
+    critic_lam: Optional[float] = 1.0
+    # actor lambda per trajectory 1 - 1/(1.5 l): about e^(-2/3) = 0.51 of the outcome reaches
+    # the first of l decision points at every length (0.95 leaves 0.95^l)
+    lam_alpha: Optional[float] = 1.5
+    # 2 critic-only updates on the start policy's rollouts (counted in the budget)
+    value_warmup_updates: int = 2
+    # the critic learns at twice the actor's default rate (3e-4), with one more critic-only pass
+    # per update
+    critic_lr: Optional[float] = 6e-4
+    critic_epochs: int = 1
+
+
+@register("ppo", critic=True, config=PpoConfig)
 class PPOTrainer(Trainer):
     def __init__(self, algo, policy, critic=None, reference=None, temperature=1.0, meter=None) -> None:
         super().__init__(algo, policy, critic, reference, temperature, meter)
@@ -177,7 +255,8 @@ def segment_end_as_terminal(layout: GAELayout) -> GAELayout:
     return replace(layout, terminated=terminated, next_values=next_values)
 
 
-@register("ppo_segment_terminal", critic=True, envs=(LONG_HORIZON_V3.name,))
+@register("ppo_segment_terminal", critic=True, envs=(LONG_HORIZON_V3.name,),
+          config=PpoSegmentTerminalConfig)
 class SegmentTerminalPPOTrainer(PPOTrainer):
     """PPO with every compression boundary labelled terminal (``segment_end_as_terminal``): the
     boundary setting claim C17's example (docs/claims.md) rules out (a compression is a continuation, so V
@@ -188,15 +267,15 @@ class SegmentTerminalPPOTrainer(PPOTrainer):
         return segment_end_as_terminal(super().gae_inputs(batch, raw_values))
 
 
-@register("ppo_long", critic=True)
+@register("ppo_long", critic=True, config=PpoLongConfig)
 class LongPPOTrainer(PPOTrainer):
     """Critic-based PPO as the long-sequence literature runs it (VC-PPO, VAPO): decoupled GAE
     (Monte Carlo critic targets, ``algo.critic_lam = 1``), a length-adaptive actor lambda
     (``algo.lam_alpha``), value pretraining on the start policy's rollouts inside the budget
     (``algo.value_warmup_updates``), and a critic that learns faster than the actor
     (``algo.critic_lr``, ``algo.critic_epochs``). The estimator and losses are ``ppo``'s; the
-    method is its defaults (``experiments.runtime.schema.PpoLongConfig``)."""
+    method is its defaults (:class:`PpoLongConfig`)."""
 
 
-__all__ = ["LongPPOTrainer", "PPOTrainer", "SegmentTerminalPPOTrainer", "VALUE_LEVELS", "compression_boundaries",
-           "segment_end_as_terminal", "terminal_at"]
+__all__ = ["LongPPOTrainer", "PPOTrainer", "PpoConfig", "PpoLongConfig", "PpoSegmentTerminalConfig",
+           "SegmentTerminalPPOTrainer", "VALUE_LEVELS", "compression_boundaries", "segment_end_as_terminal", "terminal_at"]

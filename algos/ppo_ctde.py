@@ -34,20 +34,57 @@ metric of that agent's update and for the rollout metrics of ``pair_rollout_metr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
 from algos.batch import Batch
 from algos.compute import attention_flops
+from algos.configs import ConfigError
 from algos.metrics import explained_variance
 from algos.pair_rollout import PairEpisode, agent_trajectories
 from algos.policy import shift_values
-from algos.ppo import PPOTrainer
+from algos.ppo import PPOTrainer, PpoConfig
 from algos.registry import register
 from algos.trainer import Advantages, ForwardOutput, UpdateInputs
 from envs.pairfix import AGENTS
+
+
+@dataclass
+class PpoIndependentConfig(PpoConfig):
+    """Two-agent PPO with one local critic per agent (env=pairfix; run by
+    ``experiments/runtime/pair.py``). One value per turn (``value_level=turn``)."""
+
+    value_level: str = "turn"
+    # one policy (and critic) for both agents, the agent id in the first observation
+    shared_policy: bool = False
+    # agents whose policy is never updated (a subset of a, b; needs shared_policy=false)
+    frozen: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        bad = [a for a in self.frozen if a not in AGENTS]
+        if bad or len(set(self.frozen)) != len(self.frozen):
+            raise ConfigError(f"algo.frozen={list(self.frozen)!r} is invalid; allowed: distinct agents of "
+                              f"{', '.join(AGENTS)}")
+        if self.shared_policy and self.frozen:
+            raise ConfigError(f"algo.frozen={list(self.frozen)!r} needs algo.shared_policy=false (a frozen agent "
+                              "needs its own policy)")
+
+
+@dataclass
+class PpoCtdeConfig(PpoIndependentConfig):
+    """Two-agent PPO with a centralized critic over both agents' contexts at training time and
+    decentralized actors (needs one value per turn). The critic's window is
+    ``2 * policy.max_len + 2`` tokens (own context + the other's + separators)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.value_level != "turn":
+            raise ConfigError(f"algo.value_level={self.value_level!r} is invalid for ppo_ctde; allowed: turn "
+                              "(the centralized critic values each agent's decision points)")
+
 
 @dataclass
 class JointInputs:
@@ -88,13 +125,13 @@ def joint_inputs(batch: Batch) -> JointInputs:
     return JointInputs(torch.tensor(rows, dtype=torch.long), torch.tensor(positions, dtype=torch.long), tokens, lengths)
 
 
-@register("ppo_independent", critic=True, agents=2)
+@register("ppo_independent", critic=True, agents=2, config=PpoIndependentConfig)
 class IndependentPPOTrainer(PPOTrainer):
     """PPO for one agent with a local critic (its own context only): the CTDE baseline. The
     update is exactly ``PPOTrainer``'s; the class exists so the name says what runs."""
 
 
-@register("ppo_ctde", critic=True, agents=2, central_critic=True)
+@register("ppo_ctde", critic=True, agents=2, central_critic=True, config=PpoCtdeConfig)
 class CentralCriticPPOTrainer(PPOTrainer):
     """PPO whose critic (``critic``, a separate ``ValueModel`` with ``max_len`` >= the joint
     contexts) reads the joint state of each decision point; the policy reads its own context."""
@@ -242,5 +279,5 @@ class PairLearner:
         return metrics
 
 
-__all__ = ["CentralCriticPPOTrainer", "IndependentPPOTrainer", "JointInputs", "PairLearner",
-           "joint_inputs", "pair_rollout_metrics"]
+__all__ = ["CentralCriticPPOTrainer", "IndependentPPOTrainer", "JointInputs", "PairLearner", "PpoCtdeConfig",
+           "PpoIndependentConfig", "joint_inputs", "pair_rollout_metrics"]

@@ -7,12 +7,18 @@ without importing each other.
 
 Two kinds of registration, each with its :class:`TrainerTraits`:
 
-- ``@register("name", critic=..., ...)`` on a ``Trainer`` subclass: ``make_trainer("name", ...)``
-  builds that class (PPO and its variants: the method is the class).
+- ``@register("name", critic=..., config=..., ...)`` on a ``Trainer`` subclass:
+  ``make_trainer("name", ...)`` builds that class (PPO and its variants: the method is the class).
 - ``@register("name", trainer=GroupTrainer, ...)`` on an estimator function: the function enters
   :data:`ESTIMATORS` as an :class:`EstimatorSpec` of the trainer's ``estimator_kind``, and
   ``make_trainer("name", ...)`` builds ``trainer`` running it (the group methods: one trainer per
   kind, one pure function per method).
+
+``config=`` names the method's config schema (a dataclass extending ``algos.configs.AlgoConfig``,
+defined next to the trainer): it enters :data:`CONFIGS` (:func:`config_schemas`), from which
+``experiments.runtime`` builds the ``algo`` config group (``schema.ALGO_SCHEMAS``, the Hydra nodes
+``algo/<name>_schema``) and from which a schema instance reads its ``name`` (:func:`config_name`),
+so a trainer's name is written once, in its registration.
 
 :func:`trainer_traits` and :func:`trainers_with` answer "does it train a critic", "how many
 agents", "which envs" for the config checks, the compare job and the report, so that no other
@@ -88,6 +94,8 @@ TRAINERS: dict[str, type] = {}
 TRAITS: dict[str, TrainerTraits] = {}
 # algorithm name -> its estimator (group methods only)
 ESTIMATORS: dict[str, EstimatorSpec] = {}
+# algorithm name -> its config schema (a dataclass class; one name per class)
+CONFIGS: dict[str, type] = {}
 
 
 def _registered_object(name: str):
@@ -97,15 +105,16 @@ def _registered_object(name: str):
 
 def register(name: str, *, critic: bool = False, agents: int = 1, step_rewards: bool = False,
              envs: tuple[str, ...] | None = None, central_critic: bool = False, trainer: type | None = None,
-             check: Callable | None = None):
+             check: Callable | None = None, config: type | None = None):
     """Decorator registering ``name`` with its :class:`TrainerTraits` (``envs`` None =
     :data:`SINGLE_AGENT_ENVS` for one agent, :data:`PAIR_AGENT_ENVS` for two).
 
     Without ``trainer``: on a ``Trainer`` subclass, ``TRAINERS[name] = cls``. With ``trainer`` (a
     class whose ``estimator_kind`` is a key of :data:`ESTIMATOR_KINDS`): on an estimator function,
     ``ESTIMATORS[name] = EstimatorSpec(name, trainer.estimator_kind, fn, check)`` and
-    ``TRAINERS[name] = trainer``. A name registered twice raises ``ValueError`` (two methods cannot
-    answer to one ``algo.name``)."""
+    ``TRAINERS[name] = trainer``. ``config`` (a dataclass with a ``name`` field): ``CONFIGS[name] =
+    config``. A name registered twice, or a config class registered with a second name, raises
+    ``ValueError`` (two methods cannot answer to one ``algo.name``; a schema names one method)."""
     if envs is None:
         envs = PAIR_AGENT_ENVS if agents == 2 else SINGLE_AGENT_ENVS
     traits = TrainerTraits(critic=critic, agents=agents, step_rewards=step_rewards, envs=tuple(envs),
@@ -116,6 +125,7 @@ def register(name: str, *, critic: bool = False, agents: int = 1, step_rewards: 
                          f"(its estimator_kind must be one of: {', '.join(ESTIMATOR_KINDS)})")
     if trainer is None and check is not None:
         raise ValueError("check= belongs to an estimator registration (pass trainer= too)")
+    _check_config(name, config)
 
     def deco(obj):
         if name in TRAINERS and _registered_object(name) is not obj:
@@ -125,14 +135,30 @@ def register(name: str, *, critic: bool = False, agents: int = 1, step_rewards: 
             ESTIMATORS[name] = EstimatorSpec(name=name, kind=kind, fn=obj, check=check)
         TRAINERS[name] = obj if trainer is None else trainer
         TRAITS[name] = traits
+        if config is not None:
+            CONFIGS[name] = config
         return obj
 
     return deco
 
 
+def _check_config(name: str, config: type | None) -> None:
+    """``ValueError`` unless ``config`` is None or a dataclass with a ``name`` field that no other
+    trainer name registered."""
+    if config is None:
+        return
+    if "name" not in getattr(config, "__dataclass_fields__", {}):
+        raise ValueError(f"config={getattr(config, '__qualname__', config)!r} is not a dataclass with a name field "
+                         f"(extend algos.configs.AlgoConfig)")
+    owner = next((n for n, c in CONFIGS.items() if c is config and n != name), None)
+    if owner is not None:
+        raise ValueError(f"config={config.__qualname__} is already registered with trainer {owner!r}; a schema names "
+                         f"one trainer (subclass it for {name!r})")
+
+
 def unregister(name: str) -> None:
     """Remove ``name`` from every table (a test's temporary registration)."""
-    for table in (TRAINERS, TRAITS, ESTIMATORS):
+    for table in (TRAINERS, TRAITS, ESTIMATORS, CONFIGS):
         table.pop(name, None)
 
 
@@ -163,6 +189,18 @@ def trainers_with(**wanted) -> tuple[str, ...]:
     return tuple(n for n in load_builtin_trainers() if all(getattr(TRAITS[n], k) == v for k, v in wanted.items()))
 
 
+def config_schemas() -> dict[str, type]:
+    """Trainer name -> its registered config schema, for every trainer registered with one (in
+    :func:`load_builtin_trainers`' order)."""
+    return {n: CONFIGS[n] for n in load_builtin_trainers() if n in CONFIGS}
+
+
+def config_name(config: type) -> str | None:
+    """The trainer name ``config`` (a schema class, not a subclass of one) is registered with, or None."""
+    load_builtin_trainers()
+    return next((n for n, c in CONFIGS.items() if c is config), None)
+
+
 def estimator(name: str, kind: str) -> EstimatorSpec:
     """The registered estimator ``name`` of ``kind``; ``ValueError`` listing that kind's names."""
     load_builtin_trainers()
@@ -185,6 +223,6 @@ def make_trainer(name: str, *args, **kwargs):
     return TRAINERS[name](*args, **kwargs)
 
 
-__all__ = ["BUILTIN_MODULES", "ESTIMATORS", "ESTIMATOR_KINDS", "EstimatorSpec", "PAIR_AGENT_ENVS", "SINGLE_AGENT_ENVS",
-           "TRAINERS", "TRAITS", "TrainerTraits", "estimator", "load_builtin_trainers", "make_trainer", "register",
+__all__ = ["BUILTIN_MODULES", "CONFIGS", "ESTIMATORS", "ESTIMATOR_KINDS", "EstimatorSpec", "PAIR_AGENT_ENVS", "SINGLE_AGENT_ENVS",
+           "TRAINERS", "TRAITS", "TrainerTraits", "config_name", "config_schemas", "estimator", "load_builtin_trainers", "make_trainer", "register",
            "trainer_traits", "trainers_with", "unregister"]

@@ -70,6 +70,7 @@ import yaml
 from algos.policy import build_models, shift_logprobs
 from algos.rollout import make_requests
 from algos.trainer import make_trainer
+from experiments.compare.job import DEFAULT_METHODS
 from experiments.runtime.build import load_policy_weights, policy_shape, train_engine
 from experiments.runtime.config import compose_config, validate
 from experiments.runtime.schema import resolve_critic
@@ -338,8 +339,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats per (method, tree); median")
     parser.add_argument("--quick", action="store_true", help="1 repeat, 1 update per run: a plumbing check")
     parser.add_argument("--baseline", default=None, help="baseline tree (a checkout of commit 688a06a); required unless --no-baseline")
-    parser.add_argument("--algo", action="append", choices=["grpo", "ppo"], dest="algos",
-                        help="method (repeatable; default both)")
+    parser.add_argument("--algo", action="append", choices=DEFAULT_METHODS, dest="algos",
+                        help="method (repeatable; default: the main job's methods, GRPO and PPO)")
     parser.add_argument("--amount", type=int, default=1280, help="budget.amount (rollouts) of each run")
     parser.add_argument("--set", action="append", default=[], dest="extra", metavar="KEY=VALUE",
                         help="extra Hydra override for every run (repeatable)")
@@ -359,7 +360,7 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"--baseline={baseline} is not a tree with experiments/train.py (use --no-baseline)")
     repeats = 1 if args.quick else args.repeats
     amount = 64 if args.quick else args.amount
-    algos = args.algos or ["grpo", "ppo"]
+    algos = args.algos or list(DEFAULT_METHODS)
     trees = {"current": ROOT} if args.no_baseline else {"baseline": baseline, "current": ROOT}
     cache = Path(args.cache_dir)
     table = Table()

@@ -36,7 +36,7 @@ from algos.registry import make_trainer
 from algos.rollout import RolloutEngine, make_requests
 from envs.episode import run_episode
 from envs.long_horizon_v3_agents import make_agent as make_lh3_agent
-from experiments.runtime.schema import AlgoConfig
+from experiments.runtime.schema import GrpoConfig
 
 TARGETS = {"single_turn": 1.0, "ten_turns": 2.0}
 
@@ -179,7 +179,8 @@ def bench_update(model_dir: str, device: str, rows: int, repeats: int) -> dict |
         t.train_reward = float(i % 2)
         t.segments[-1].turns[-1].reward = float(i % 2)
     tokens = sum(len(t.segments[0].tokens) for t in trajs)
-    trainer = make_trainer("grpo", AlgoConfig(name="grpo", epochs=1, micro_batch_rows=len(trajs)), policy)
+    algo = GrpoConfig(epochs=1, micro_batch_rows=len(trajs))
+    trainer = make_trainer(algo.name, algo, policy)
     ours = _median_seconds(lambda: trainer.update(trajs), repeats)
 
     with tempfile.TemporaryDirectory() as out:

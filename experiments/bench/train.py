@@ -40,6 +40,7 @@ from algos.policy import shift_logprobs
 from algos.registry import trainer_traits
 from algos.rollout import demo_to_trajectory, make_requests
 from algos.trainer import make_trainer
+from experiments.compare.job import DEFAULT_METHODS
 from envs.long_horizon_v3_agents import make_agent as make_lh3_agent
 from envs.tokenizer import get_tokenizer
 from experiments.runtime.build import load_policy_weights, policy_shape, rollouts_per_update, train_engine
@@ -261,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"  vs a pure 1-token decode loop (no observation tokens to prefill) {r['raw_tps']:9.0f} tok/s: ratio {r['ratio_decode']:.2f}")
     print(f"  engine time: model {r['model_s']:.3f}s, env {r['env_s']:.3f}s, other {r['total_s'] - r['model_s'] - r['env_s']:.3f}s; "
           f"{r['forwards']} decode + {r['prefill_forwards']} prefill batched forwards")
-    for algo in ("grpo", "ppo"):
+    for algo in DEFAULT_METHODS:  # the main job's methods (GRPO, PPO)
         u = bench_update(algo, args.repeats, overrides)
         print(f"update {algo} ({u['rows']} rows, {u['tokens']} tokens, {u['epochs']} epoch(s) x {u['minibatches']} minibatch(es)):")
         print(f"  update {u['update_tps']:9.0f} tok/s | raw fwd+bwd+step {u['raw_tps']:9.0f} tok/s | "

@@ -15,8 +15,8 @@
 Steps:
 1. **Sweep.** Runs ``python -m experiments.train -m experiment=compare_<preset>`` as a
    subprocess: a Hydra multirun over ``algo=<methods>`` x seeds (``--methods``, default the
-   preset's :data:`PRESET_METHODS` = its ``hydra.sweeper.params`` (launched PPO first, the longer jobs): ``grpo,ppo``, or
-   ``ppo_independent,ppo_ctde`` for ``pairfix``) with the joblib launcher (2 jobs at a time) or ``hydra/launcher=ray``
+   preset's :data:`PRESET_METHODS` = its ``hydra.sweeper.params.algo`` (launched PPO first, the longer jobs) in the
+   registry's order: ``grpo,ppo``, ``grpo,ppo,gigpo`` for ``horizon``, ``ppo_independent,ppo_ctde`` for ``pairfix``) with the joblib launcher (2 jobs at a time) or ``hydra/launcher=ray``
    (``--launcher``); ``--tiny`` without ``--launcher`` / ``--jobs`` uses Hydra's basic launcher instead
    (:func:`sweep_launcher`: the jobs run one after another inside the multirun process, so torch is
    imported once, not once per joblib worker: a smoke test's jobs take seconds, the imports dominated),
@@ -70,8 +70,7 @@ from omegaconf import OmegaConf
 
 import envs
 from algos.registry import TrainerTraits, load_builtin_trainers, trainer_traits
-from experiments.compare.horizons import (HORIZON_PRESET, HorizonError, horizon_dir, horizon_overrides, parse_horizons,
-                                          run_horizons)
+from experiments.compare.horizons import HorizonError, horizon_dir, horizon_overrides, parse_horizons, run_horizons
 from experiments.report import DIAG_COLUMNS, ReportError, diagnostics_table, group_runs, render_report, report_tables
 from experiments.runtime.loggers import make_logger
 
@@ -110,6 +109,26 @@ def experiment_env(experiment: str, experiment_dir: Path = EXPERIMENT_DIR) -> st
     return env
 
 
+def experiment_methods(experiment: str, experiment_dir: Path = EXPERIMENT_DIR) -> tuple[str, ...]:
+    """The ``hydra.sweeper.params.algo`` names of ``<experiment_dir>/<experiment>.yaml``: its own
+    value, else that of the last experiment file of its defaults list (recursively) that sets one;
+    ``()`` when none does."""
+    found: tuple[str, ...] = ()
+    for entry in _defaults(experiment_dir / f"{experiment}.yaml"):
+        if isinstance(entry, str) and entry != "_self_":
+            found = experiment_methods(entry, experiment_dir) or found
+    data = OmegaConf.to_container(OmegaConf.load(experiment_dir / f"{experiment}.yaml"))
+    algo = ((data.get("hydra") or {}).get("sweeper") or {}).get("params", {}).get("algo")
+    return tuple(m.strip() for m in str(algo).split(",")) if algo else found
+
+
+def registry_ordered(methods: Sequence[str]) -> tuple[str, ...]:
+    """``methods`` in the trainer registry's order (:func:`algos.registry.load_builtin_trainers`:
+    the order of ``--methods``' allowed list); names outside the registry last, in their order."""
+    rank = {m: i for i, m in enumerate(load_builtin_trainers())}
+    return tuple(sorted(methods, key=lambda m: rank.get(m, len(rank))))
+
+
 def default_env(config_dir: Path = CONFIG_DIR) -> str:
     """The env option of ``configs/config.yaml``'s defaults list (a run's env without ``env=``)."""
     return next(e["env"] for e in _defaults(config_dir / "config.yaml") if isinstance(e, dict) and "env" in e)
@@ -146,20 +165,15 @@ def compare_methods() -> dict[str, TrainerTraits]:
     return {name: trainer_traits(name) for name in load_builtin_trainers()}
 
 
-#: ``--methods`` when not given on a single-agent preset: the two methods of the main job.
-DEFAULT_METHODS: tuple[str, ...] = ("grpo", "ppo")
-#: ``--methods`` when not given, by the preset env's number of agents (its spec's ``agents``),
-#: baseline first. Two agents: ``ppo_independent`` is the baseline, because the question is
-#: whether the centralized critic helps, so the Conclusion reads ``PPO_CTDE - PPO_INDEPENDENT``
-#: (positive: the central critic is ahead).
-DEFAULT_METHODS_BY_AGENTS: dict[int, tuple[str, ...]] = {1: DEFAULT_METHODS, 2: ("ppo_independent", "ppo_ctde")}
-#: presets whose ``--methods`` default is not their env's (baseline first)
-METHODS_OF_PRESET: dict[str, tuple[str, ...]] = {HORIZON_PRESET: ("grpo", "ppo", "gigpo")}
-#: ``--methods`` when not given, per preset, baseline first; the same set as the preset's
-#: ``hydra.sweeper.params.algo``.
-PRESET_METHODS: dict[str, tuple[str, ...]] = {
-    p: METHODS_OF_PRESET.get(p, DEFAULT_METHODS_BY_AGENTS[envs.spec_of(env).agents]) for p, env in PRESET_ENVS.items()
-}
+#: ``--methods`` when not given, per preset: the preset's ``hydra.sweeper.params.algo`` set (read
+#: from its experiment file, :func:`experiment_methods`) in the registry's order
+#: (:func:`registry_ordered`), so the baseline (the first) is the method registered first: GRPO
+#: (``PPO - GRPO``; on the horizon preset GiGPO is compared with it too), and on pairfix
+#: ``ppo_independent``, because the question is whether the centralized critic helps, so the
+#: Conclusion reads ``PPO_CTDE - PPO_INDEPENDENT`` (positive: the central critic is ahead).
+PRESET_METHODS: dict[str, tuple[str, ...]] = {p: registry_ordered(experiment_methods(e)) for p, e in PRESETS.items()}
+#: ``--methods`` of the default preset: the two methods of the main job (GRPO, PPO).
+DEFAULT_METHODS: tuple[str, ...] = PRESET_METHODS[DEFAULT_PRESET]
 #: ``env.kwargs.reward_mode`` values that pay per-step rewards (BugFix-v2; LongHorizon-v1 has none).
 STEP_REWARD_MODES: tuple[str, ...] = ("process", "biased_process")
 _REWARD_MODE_KEY = re.compile(r"^\+{0,2}env\.kwargs\.reward_mode=(.*)$")

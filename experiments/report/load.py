@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
+from algos.registry import load_builtin_trainers
+
 from experiments.report.keys import (
     CONCLUSION_AXES,
     CRITIC_EV_KEY,
@@ -175,15 +177,12 @@ def load_runs(root: str | Path) -> list[Run]:
     return [load_run(d) for d in dirs]
 
 
-#: Method order when none is given: GRPO first (the baseline), then PPO, then the rest by name;
-#: two-agent runs: ppo_independent (the baseline: does the centralized critic help?), then ppo_ctde.
-DEFAULT_ORDER: tuple[str, ...] = ("grpo", "ppo", "ppo_independent", "ppo_ctde")
-
-
 def method_order(methods: Iterable[str], order: Sequence[str] | None = None) -> list[str]:
-    """The methods present, those named in ``order`` first (in that order; default
-    :data:`DEFAULT_ORDER`), then the others by name. The first is the Conclusion's baseline."""
-    preferred = list(order) if order is not None else list(DEFAULT_ORDER)
+    """The methods present, those named in ``order`` first (in that order; default: the trainer
+    registry's order, ``algos.registry.load_builtin_trainers``, as the compare job's defaults:
+    GRPO before PPO, ppo_independent before ppo_ctde), then the others by name. The first is the
+    Conclusion's baseline."""
+    preferred = list(order) if order is not None else list(load_builtin_trainers())
     ms = set(methods)
     return [m for m in dict.fromkeys(preferred) if m in ms] + sorted(ms - set(preferred))
 

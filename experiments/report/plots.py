@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from algos.registry import load_builtin_trainers
 from experiments.report.conclusion import eval_curve
 from experiments.report.keys import CRITIC_EV_KEY, CURVE_AXES, EV_NA, METHODS_WITH_CRITIC
 from experiments.report.pair import PAIR_AGENTS, PAIR_METHODS, agent_key, critic_ev_key
@@ -21,11 +22,12 @@ from experiments.report.load import Run, config_get
 from experiments.report.stats import interpolate_to_grid, mean_ci_columns
 from experiments.report.tables import ordered_reasons, p_mix_series
 
-COLORS = {"grpo": "tab:blue", "ppo": "tab:orange"}
-
-
 def _color(method: str, i: int) -> str:
-    return COLORS.get(method, f"C{i + 2}")
+    """The line color of ``method`` (the ``i``-th of its plot): a registered trainer's is its place
+    in the registry's order (``C0`` blue for GRPO, ``C1`` orange for PPO), the same in every plot;
+    another name's is ``C{i + 2}``."""
+    registered = list(load_builtin_trainers())
+    return f"C{registered.index(method) % 10}" if method in registered else f"C{i + 2}"
 
 
 Series = Callable[[Run], "tuple[np.ndarray, np.ndarray]"]

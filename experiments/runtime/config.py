@@ -1,8 +1,8 @@
 """Loading and validating a training config: the Hydra schemas, composition, validation.
 
-:func:`register_configs` stores the schemas of :mod:`experiments.runtime.schema` in Hydra's
-ConfigStore (``train_schema`` and one ``algo/<name>_schema`` per algorithm); entry points call it
-from ``main`` before composing. :func:`compose_config` composes ``configs/config.yaml`` with
+:func:`register_configs` stores the schemas in Hydra's ConfigStore (``train_schema`` of
+:mod:`experiments.runtime.schema`, and ``algo/<name>_schema`` for every trainer registered with a
+config schema in ``algos.registry``); entry points call it from ``main`` before composing. :func:`compose_config` composes ``configs/config.yaml`` with
 override strings the way ``python -m experiments.train`` does. :func:`validate` (the first thing
 every entry point calls, before any model, env or file is touched) builds the typed object (which
 runs every ``__post_init__``), then builds the env and its compression wrapper once
@@ -23,9 +23,10 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 import envs
 from algos.hf_backend import load_layout, lora_target_problem
+from algos.registry import config_schemas
 from experiments.runtime.build import compression_kwargs, env_kwargs
 from experiments.runtime.models import register_resolvers
-from experiments.runtime.schema import ALGO_SCHEMAS, ConfigError, TrainConfig, check_action_budget, is_pair_run
+from experiments.runtime.schema import ConfigError, TrainConfig, check_action_budget, is_pair_run
 from experiments.runtime.warmstart import demo_actions
 
 #: ids a Hugging Face policy's derived action budget allows beyond the longest demo action
@@ -36,13 +37,15 @@ CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 
 
 def register_configs() -> None:
-    """``train_schema`` (the root) and one schema per algorithm in the ``algo`` group, and the
-    ``${agentrl.model:NAME}`` resolver of cached pretrained models (``experiments.runtime.models``)."""
+    """``train_schema`` (the root) and, in the ``algo`` group, ``<name>_schema`` for every trainer
+    registered with a config schema (``algos.registry.config_schemas``; the node is the schema's
+    default instance, whose ``name`` is the registered one), and the ``${agentrl.model:NAME}``
+    resolver of cached pretrained models (``experiments.runtime.models``)."""
     register_resolvers()
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
-    for name, schema in ALGO_SCHEMAS.items():
-        cs.store(group="algo", name=f"{name}_schema", node=schema)
+    for name, schema in config_schemas().items():
+        cs.store(group="algo", name=f"{name}_schema", node=schema())
 
 
 def _one_line(e: Exception) -> str:

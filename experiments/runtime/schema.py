@@ -1,16 +1,18 @@
 """Structured configs (Hydra / OmegaConf dataclasses) for training: one home per knob.
 
-Every knob is declared once, here, with its default and a comment; ``configs/<group>/*.yaml``
-state only what an option changes. ``configs/config.yaml`` composes one YAML per group (env, algo,
-policy, compression, budget, logger, rollout, eval, warmstart) on top of the ``train_schema`` node
-(``experiments.runtime.config.register_configs``); the algo group has one schema per algorithm
-(``algo/grpo_schema`` = :class:`GrpoConfig`, ``algo/ppo_schema`` = :class:`PpoConfig`, both
-extending :class:`AlgoConfig`), so a GRPO config has no ``gamma`` and a PPO config no ``std``, and a
+Every knob is declared once, with its default and a comment; ``configs/<group>/*.yaml`` state only
+what an option changes. ``configs/config.yaml`` composes one YAML per group (env, algo, policy,
+compression, budget, logger, rollout, eval, warmstart) on top of the ``train_schema`` node
+(``experiments.runtime.config.register_configs``). The groups' schemas are declared here, except
+the algo group's: one schema per algorithm, a dataclass next to its trainer in ``algos/``
+(``algos.configs.AlgoConfig``, ``algos.grpo.GrpoConfig``, ``algos.ppo.PpoConfig``, ...) registered
+with it (``@register(name, config=...)``); :data:`ALGO_SCHEMAS` is read from that registry and the
+classes are re-exported here. A GRPO config has no ``gamma`` and a PPO config no ``std``, so a
 misspelt or foreign key is a composition error.
 
 Each dataclass checks its own fields in ``__post_init__`` and :class:`TrainConfig` the combinations
-across groups, raising :class:`ConfigError` with ONE line that says what is wrong, why, and what is
-allowed (loading and the env check: :mod:`experiments.runtime.config`).
+across groups, raising :class:`ConfigError` (``algos.configs.ConfigError``) with ONE line that says
+what is wrong, why, and what is allowed (loading and the env check: :mod:`experiments.runtime.config`).
 
 Fields marked ``operational`` (``field(metadata=OPERATIONAL)``) change where and how a run is
 written or shown, never its numbers; :func:`fingerprint` (the run-directory hash, the warm-start
@@ -19,7 +21,6 @@ cache key) leaves them out.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -27,21 +28,24 @@ from typing import Any, Optional
 
 from omegaconf import MISSING
 
-from algos.advantages import STD_CONVENTIONS
 from algos.compute import BUDGET_KINDS
-from algos.losses import AGGREGATION_MODES, KL_ESTIMATORS
-from algos.ppo import VALUE_LEVELS
-from algos.registry import trainers_with
-from algos.trainer import LR_SCHEDULES, OFF_POLICY_CORRECTIONS, RATIO_KINDS
+from algos.configs import AlgoConfig, ConfigError, algo_schema, check_at_least, check_choice
+from algos.gigpo import GigpoConfig
+from algos.grpo import GrpoConfig
+from algos.grpo_process import GrpoProcessConfig
+from algos.ppo import PpoConfig, PpoLongConfig, PpoSegmentTerminalConfig
+from algos.ppo_ctde import PpoCtdeConfig, PpoIndependentConfig
+from algos.registry import config_schemas, trainers_with
+from algos.rloo import RlooConfig
 from envs import BUGFIX, SPECS
 from envs.compression import STRATEGIES, TRIGGERS
+from envs.pairfix import AGENTS as PAIR_AGENTS
 
 #: ``env.name`` choices: the short name of every env spec (``envs.SPECS``)
 ENV_NAMES = tuple(s.name for s in SPECS)
 #: two-agent envs (specs with ``agents == 2``, run by experiments/runtime/pair.py) and the algorithms that train them
 PAIR_ENVS = tuple(s.name for s in SPECS if s.agents == 2)
 PAIR_ALGOS = trainers_with(agents=2)
-PAIR_AGENTS = ("a", "b")
 CRITIC_CHOICES = ("auto", "none", "head", "separate")
 POLICY_KINDS = ("tiny", "hf")
 #: the tiny policy's action budget in words (rollout.max_action_tokens unset)
@@ -54,20 +58,6 @@ EVAL_SPLITS = ("train", "heldout")
 WARMSTART_AGENTS = ("noisy_oracle",)
 #: field metadata of knobs that never change a run's numbers (left out of :func:`fingerprint`)
 OPERATIONAL = {"operational": True}
-
-
-class ConfigError(ValueError):
-    """A one-line explanation of an invalid configuration."""
-
-
-def _allowed(name: str, value, allowed) -> None:
-    if value not in allowed:
-        raise ConfigError(f"{name}={value!r} is not a valid choice; allowed: {', '.join(map(str, allowed))}")
-
-
-def _at_least(name: str, value, low) -> None:
-    if value < low:
-        raise ConfigError(f"{name}={value} must be >= {low}")
 
 
 @dataclass
@@ -83,8 +73,8 @@ class EnvConfig:
     train_tasks: int = 64
 
     def __post_init__(self) -> None:
-        _allowed("env.name", self.name, ENV_NAMES)
-        _at_least("env.train_tasks", self.train_tasks, 1)
+        check_choice("env.name", self.name, ENV_NAMES)
+        check_at_least("env.train_tasks", self.train_tasks, 1)
 
 
 @dataclass
@@ -105,8 +95,8 @@ class CompressionConfig:
     drop_prob: float = 0.0
 
     def __post_init__(self) -> None:
-        _allowed("compression.strategy", self.strategy, list(STRATEGIES))
-        _allowed("compression.trigger", self.trigger, TRIGGERS)
+        check_choice("compression.strategy", self.strategy, list(STRATEGIES))
+        check_choice("compression.trigger", self.trigger, TRIGGERS)
 
 
 @dataclass
@@ -148,8 +138,8 @@ class PolicyConfig:
     lora_targets: str = "all-linear"
 
     def __post_init__(self) -> None:
-        _allowed("policy.kind", self.kind, POLICY_KINDS)
-        _allowed("policy.critic", self.critic, CRITIC_CHOICES)
+        check_choice("policy.kind", self.kind, POLICY_KINDS)
+        check_choice("policy.critic", self.critic, CRITIC_CHOICES)
         if self.d_model % self.n_heads:
             raise ConfigError(f"policy.d_model={self.d_model} must be divisible by policy.n_heads={self.n_heads}")
         if self.init_checkpoint not in ("", "warmstart") and not os.path.exists(self.init_checkpoint):
@@ -160,10 +150,10 @@ class PolicyConfig:
                               f"policy.n_heads={self.n_heads} (or null: the policy's width)")
         if self.critic_n_layers is not None and self.critic_n_layers < 1:
             raise ConfigError(f"policy.critic_n_layers={self.critic_n_layers} must be >= 1 (or null: the policy's depth)")
-        _allowed("policy.dtype", self.dtype, HF_DTYPES)
+        check_choice("policy.dtype", self.dtype, HF_DTYPES)
         if not (self.device in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", self.device)):
             raise ConfigError(f"policy.device={self.device!r} is not a valid choice; allowed: auto, cpu, cuda, cuda:N")
-        _at_least("policy.lora_r", self.lora_r, 0)
+        check_at_least("policy.lora_r", self.lora_r, 0)
         if not 0 <= self.lora_dropout < 1:
             raise ConfigError(f"policy.lora_dropout={self.lora_dropout} must be in [0, 1)")
         if self.kind == "tiny":
@@ -179,261 +169,11 @@ class PolicyConfig:
                               "(or auto: a value head on the LM's last hidden state for PPO)")
 
 
-@dataclass
-class AlgoConfig:
-    """The knobs both trainers read (the shared update of ``algos/trainer.py``).
-
-    Calling ``AlgoConfig(name=..., **fields)`` builds that algorithm's schema
-    (:class:`GrpoConfig` / :class:`PpoConfig`), so a field the algorithm does not have is a
-    ``TypeError``."""
-
-    name: str = MISSING  # grpo | ppo
-    # rollouts per task instance (GRPO group size G; PPO uses 1)
-    group_size: int = 8
-    # task instances per update (rollouts per update = tasks_per_update * group_size)
-    tasks_per_update: int = 8
-    # passes over each batch, optimizer steps per pass, rows per gradient-accumulation slice
-    epochs: int = 1
-    minibatches: int = 1
-    micro_batch_rows: int = 64
-    lr: float = 3e-4
-    # learning-rate schedule over the compute budget: constant | linear (decays to 0 at the end)
-    lr_schedule: str = "constant"
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    # PPO-style clip range (clip_high > clip_low = clip-higher); dual_clip null or > 1
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    dual_clip: Optional[float] = None
-    # importance ratio: token | sequence | sequence-norm
-    ratio: str = "token"
-    # loss aggregation: token-mean | seq-mean-token-mean | seq-mean-token-sum | task-mean
-    loss_agg: str = "token-mean"
-    # KL to the frozen start model: coefficient (0 = off) and estimator k1 | k2 | k3
-    kl_coef: float = 0.0
-    kl_kind: str = "k3"
-    entropy_coef: float = 0.0
-    # stale-sample correction: decoupled (w = min(pi_old/pi_behavior, is_cap)) | none | behavior-as-old
-    off_policy_correction: str = "decoupled"
-    is_cap: float = 2.0
-
-    def __new__(cls, *args, **kwargs):
-        if cls is AlgoConfig and kwargs.get("name") not in (None, MISSING):
-            cls = algo_schema(kwargs["name"])
-        return super().__new__(cls)
-
-    def __post_init__(self) -> None:
-        if self.name != MISSING and algo_schema(self.name) is not type(self):
-            raise ConfigError(f"algo.name={self.name!r} does not match its schema {type(self).__name__} "
-                              f"(expected {algo_schema(self.name).__name__})")
-
-        _allowed("algo.loss_agg", self.loss_agg, list(AGGREGATION_MODES))
-        _allowed("algo.kl_kind", self.kl_kind, list(KL_ESTIMATORS))
-        _allowed("algo.ratio", self.ratio, list(RATIO_KINDS))
-        _allowed("algo.lr_schedule", self.lr_schedule, list(LR_SCHEDULES))
-        _allowed("algo.off_policy_correction", self.off_policy_correction, list(OFF_POLICY_CORRECTIONS))
-        for name in ("group_size", "tasks_per_update", "epochs", "minibatches", "micro_batch_rows"):
-            _at_least(f"algo.{name}", getattr(self, name), 1)
-        if not 0 <= self.clip_low < 1:
-            raise ConfigError(f"algo.clip_low={self.clip_low} must be in [0, 1)")
-        _at_least("algo.clip_high", self.clip_high, 0)
-        if self.dual_clip is not None and self.dual_clip <= 1:
-            raise ConfigError(f"algo.dual_clip={self.dual_clip} must be > 1 (or null to disable)")
-        if self.lr <= 0:
-            raise ConfigError(f"algo.lr={self.lr} must be > 0")
-        if self.kl_coef < 0 or self.entropy_coef < 0:
-            raise ConfigError(f"algo.kl_coef={self.kl_coef} and algo.entropy_coef={self.entropy_coef} must be >= 0")
-        if self.is_cap < 1:
-            raise ConfigError(f"algo.is_cap={self.is_cap} must be >= 1 (it truncates pi_old/pi_behavior from above)")
-
-
-@dataclass
-class GrpoConfig(AlgoConfig):
-    """GRPO (``algos/grpo.py``): outcome reward, group-relative advantage broadcast to every action
-    token of a trajectory."""
-
-    name: str = "grpo"
-    # group std convention of A_i = (r_i - mean_g r) / (std_g r + adv_eps): population | sample | none
-    std: str = "population"
-    adv_eps: float = 1e-6
-    # drop all-same groups from the update (their generation cost still counts)
-    dynamic_sampling: bool = False
-
-    def __post_init__(self) -> None:
-        if self.group_size < 2:
-            raise ConfigError(
-                f"algo.group_size={self.group_size} is invalid for GRPO: group-relative advantages need at least 2 "
-                "rollouts per task (use algo=ppo for G=1)")
-        super().__post_init__()
-        _allowed("algo.std", self.std, list(STD_CONVENTIONS))
-        _at_least("algo.adv_eps", self.adv_eps, 0)
-
-
-@dataclass
-class PpoConfig(AlgoConfig):
-    """Critic-based PPO (``algos/ppo.py``): token-level clipped loss, GAE over action positions
-    across segments, a value loss."""
-
-    name: str = "ppo"
-    # rollouts per task instance (1 = classic PPO)
-    group_size: int = 1
-    # GAE discount and trace decay (per decision point)
-    gamma: float = 1.0
-    lam: float = 0.95
-    # trace decay of the critic's return targets (null = lam; 1.0 = Monte Carlo returns, VC-PPO)
-    critic_lam: Optional[float] = None
-    # actor lambda per trajectory clamp(1 - 1/(lam_alpha * l), 0, 1), l = its decision points (null = lam)
-    lam_alpha: Optional[float] = None
-    # learning rate of the critic's parameters (separate critic or value head; null = lr)
-    critic_lr: Optional[float] = None
-    # value loss coefficient and clip (null = unclipped)
-    vf_coef: float = 0.5
-    value_clip: Optional[float] = 0.2
-    # updates that train only the critic before the policy moves (value pretraining; its rollouts count)
-    value_warmup_updates: int = 0
-    # critic-only passes over each batch after the `epochs` joint ones (more critic fitting per
-    # rollout; costs a critic forward + backward per pass)
-    critic_epochs: int = 0
-    # whiten advantages over the batch's action tokens
-    norm_adv: bool = True
-    # token: a value per sampled token | turn: one value per tool call
-    value_level: str = "token"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _allowed("algo.value_level", self.value_level, list(VALUE_LEVELS))
-        if not (0 <= self.gamma <= 1 and 0 <= self.lam <= 1):
-            raise ConfigError(f"algo.gamma={self.gamma} and algo.lam={self.lam} must be in [0, 1]")
-        if self.value_clip is not None and self.value_clip <= 0:
-            raise ConfigError(f"algo.value_clip={self.value_clip} must be > 0 (or null to disable)")
-        if self.critic_lam is not None and not 0 <= self.critic_lam <= 1:
-            raise ConfigError(f"algo.critic_lam={self.critic_lam} must be in [0, 1] (or null to use algo.lam)")
-        if self.lam_alpha is not None and not (math.isfinite(self.lam_alpha) and self.lam_alpha > 0):
-            raise ConfigError(f"algo.lam_alpha={self.lam_alpha} must be a finite number > 0 (or null to use algo.lam)")
-        if self.critic_lr is not None and not (math.isfinite(self.critic_lr) and self.critic_lr > 0):
-            raise ConfigError(f"algo.critic_lr={self.critic_lr} must be a finite number > 0 (or null to use algo.lr)")
-        _at_least("algo.value_warmup_updates", self.value_warmup_updates, 0)
-        _at_least("algo.critic_epochs", self.critic_epochs, 0)
-        _at_least("algo.vf_coef", self.vf_coef, 0)
-
-
-@dataclass
-class PpoSegmentTerminalConfig(PpoConfig):
-    """PPO with every compression boundary labelled terminal (``algos/ppo.py``
-    ``SegmentTerminalPPOTrainer``): the wrong boundary setting of claim C17, as a method variant
-    for measuring its cost; the knobs are PPO's."""
-
-    name: str = "ppo_segment_terminal"
-
-
-@dataclass
-class PpoLongConfig(PpoConfig):
-    """PPO for long tasks (``algos/ppo.py`` ``LongPPOTrainer``): ``ppo``'s estimator and losses
-    with the long-sequence settings of VC-PPO / VAPO as defaults. ``ppo`` keeps one lambda for
-    both roles, no pretraining and one learning rate (the reference row of naive PPO)."""
-
-    name: str = "ppo_long"
-    # Monte Carlo return targets for the critic (decoupled GAE)
-    critic_lam: Optional[float] = 1.0
-    # actor lambda per trajectory 1 - 1/(1.5 l): about e^(-2/3) = 0.51 of the outcome reaches
-    # the first of l decision points at every length (0.95 leaves 0.95^l)
-    lam_alpha: Optional[float] = 1.5
-    # 2 critic-only updates on the start policy's rollouts (counted in the budget)
-    value_warmup_updates: int = 2
-    # the critic learns at twice the actor's default rate (3e-4), with one more critic-only pass
-    # per update
-    critic_lr: Optional[float] = 6e-4
-    critic_epochs: int = 1
-
-
-@dataclass
-class RlooConfig(GrpoConfig):
-    """RLOO (``algos/rloo.py``): A_i = r_i - mean of the other members of i's group, broadcast to
-    every action token (``std`` / ``adv_eps`` are not read: there is no std division)."""
-
-    name: str = "rloo"
-
-
-@dataclass
-class GigpoConfig(GrpoConfig):
-    """GiGPO (``algos/gigpo.py``): episode group advantage + ``omega`` x step-group advantage of
-    the discounted step returns (``gamma``), step groups = same group and same anchor state."""
-
-    name: str = "gigpo"
-    # weight of the step-level (anchor-state group) advantage
-    omega: float = 1.0
-    # discount of the per-step returns-to-go the step groups compare
-    gamma: float = 0.95
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not (math.isfinite(self.omega) and self.omega >= 0):
-            raise ConfigError(f"algo.omega={self.omega} must be a finite number >= 0")
-        if not 0 <= self.gamma <= 1:
-            raise ConfigError(f"algo.gamma={self.gamma} must be a number in [0, 1] (discount of the step returns)")
-
-
-@dataclass
-class GrpoProcessConfig(GrpoConfig):
-    """Process-supervised GRPO (``algos/grpo_process.py``, DeepSeekMath 4.1.3): step rewards
-    normalised over the group, each token's advantage = sum of its own and later steps'."""
-
-    name: str = "grpo_process"
-
-
-@dataclass
-class PpoIndependentConfig(PpoConfig):
-    """Two-agent PPO with one local critic per agent (``algos/ppo_ctde.py``, env=pairfix; run by
-    ``experiments/runtime/pair.py``). One value per turn (``value_level=turn``)."""
-
-    name: str = "ppo_independent"
-    value_level: str = "turn"
-    # one policy (and critic) for both agents, the agent id in the first observation
-    shared_policy: bool = False
-    # agents whose policy is never updated (a subset of a, b; needs shared_policy=false)
-    frozen: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        bad = [a for a in self.frozen if a not in PAIR_AGENTS]
-        if bad or len(set(self.frozen)) != len(self.frozen):
-            raise ConfigError(f"algo.frozen={list(self.frozen)!r} is invalid; allowed: distinct agents of "
-                              f"{', '.join(PAIR_AGENTS)}")
-        if self.shared_policy and self.frozen:
-            raise ConfigError(f"algo.frozen={list(self.frozen)!r} needs algo.shared_policy=false (a frozen agent "
-                              "needs its own policy)")
-
-
-@dataclass
-class PpoCtdeConfig(PpoIndependentConfig):
-    """Two-agent PPO with a centralized critic over both agents' contexts at training time and
-    decentralized actors (``algos/ppo_ctde.py``; needs one value per turn). The critic's window is
-    ``2 * policy.max_len + 2`` tokens (own context + the other's + separators)."""
-
-    name: str = "ppo_ctde"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.value_level != "turn":
-            raise ConfigError(f"algo.value_level={self.value_level!r} is invalid for ppo_ctde; allowed: turn "
-                              "(the centralized critic values each agent's decision points)")
-
-
-#: algorithm name -> its config schema (the ``algo`` Hydra group has one option per entry, and
-#: ``register_configs`` stores ``algo/<name>_schema`` for each). A new trainer gets a schema here
-#: (a subclass of the schema whose fields it reads, e.g. ``class RlooConfig(GrpoConfig): name = "rloo"``)
-#: and a ``configs/algo/<name>.yaml`` whose defaults list starts with ``<name>_schema``.
-ALGO_SCHEMAS: dict[str, type[AlgoConfig]] = {
-    "grpo": GrpoConfig, "ppo": PpoConfig, "ppo_segment_terminal": PpoSegmentTerminalConfig, "ppo_long": PpoLongConfig, "rloo": RlooConfig, "gigpo": GigpoConfig,
-    "grpo_process": GrpoProcessConfig, "ppo_independent": PpoIndependentConfig, "ppo_ctde": PpoCtdeConfig,
-}
-
-
-def algo_schema(name: str) -> type[AlgoConfig]:
-    """The config class of algorithm ``name``; ``ConfigError`` listing the known ones."""
-    if name not in ALGO_SCHEMAS:
-        raise ConfigError(f"algo.name={name!r} is not a valid choice; allowed: {', '.join(ALGO_SCHEMAS)}")
-    return ALGO_SCHEMAS[name]
+#: algorithm name -> its config schema, for every trainer registered with one
+#: (``algos.registry.config_schemas``: ``@register(name, config=<Schema>)`` next to the trainer). The
+#: ``algo`` Hydra group has one option per entry, and ``register_configs`` stores
+#: ``algo/<name>_schema`` for each registered schema.
+ALGO_SCHEMAS: dict[str, type[AlgoConfig]] = config_schemas()
 
 
 @dataclass
@@ -450,14 +190,14 @@ class RolloutConfig:
     staleness: int = 0
 
     def __post_init__(self) -> None:
-        _at_least("rollout.num_envs", self.num_envs, 1)
+        check_at_least("rollout.num_envs", self.num_envs, 1)
         if self.temperature <= 0:
             raise ConfigError(f"rollout.temperature={self.temperature} must be > 0 "
                               "(behavior log-probs are taken at this temperature)")
         if self.staleness < 0:
             raise ConfigError(f"rollout.staleness={self.staleness} must be >= 0 (0 = synchronous)")
         if self.max_action_tokens is not None:
-            _at_least("rollout.max_action_tokens", self.max_action_tokens, 1)
+            check_at_least("rollout.max_action_tokens", self.max_action_tokens, 1)
 
 
 @dataclass
@@ -469,10 +209,10 @@ class BudgetConfig:
     max_updates: int = 100000
 
     def __post_init__(self) -> None:
-        _allowed("budget.kind", self.kind, list(BUDGET_KINDS))
+        check_choice("budget.kind", self.kind, list(BUDGET_KINDS))
         if self.amount <= 0:
             raise ConfigError(f"budget.amount={self.amount} must be > 0")
-        _at_least("budget.max_updates", self.max_updates, 1)
+        check_at_least("budget.max_updates", self.max_updates, 1)
 
 
 @dataclass
@@ -491,10 +231,10 @@ class EvalConfig:
     train_split: bool = False
 
     def __post_init__(self) -> None:
-        _allowed("eval.split", self.split, EVAL_SPLITS)
-        _at_least("eval.every", self.every, 0)
-        _at_least("eval.tasks", self.tasks, 1)
-        _at_least("eval.samples_per_task", self.samples_per_task, 1)
+        check_choice("eval.split", self.split, EVAL_SPLITS)
+        check_at_least("eval.every", self.every, 0)
+        check_at_least("eval.tasks", self.tasks, 1)
+        check_at_least("eval.samples_per_task", self.samples_per_task, 1)
         if self.temperature < 0:
             raise ConfigError(f"eval.temperature={self.temperature} must be >= 0 (0 = greedy)")
 
@@ -509,7 +249,7 @@ class LoggerConfig:
     name: str = ""
 
     def __post_init__(self) -> None:
-        _allowed("logger.kind", self.kind, LOGGER_KINDS)
+        check_choice("logger.kind", self.kind, LOGGER_KINDS)
 
 
 @dataclass
@@ -538,11 +278,11 @@ class WarmstartConfig:
     eval_samples_per_task: int = 2
 
     def __post_init__(self) -> None:
-        _allowed("warmstart.agent", self.agent, WARMSTART_AGENTS)
+        check_choice("warmstart.agent", self.agent, WARMSTART_AGENTS)
         if not 0 <= self.noise <= 1:
             raise ConfigError(f"warmstart.noise={self.noise} must be in [0, 1]")
         for name in ("demos", "epochs", "batch_rows", "processes", "eval_tasks", "eval_samples_per_task"):
-            _at_least(f"warmstart.{name}", getattr(self, name), 1)
+            check_at_least(f"warmstart.{name}", getattr(self, name), 1)
         if self.lr <= 0:
             raise ConfigError(f"warmstart.lr={self.lr} must be > 0")
         if not self.bucketed and self.processes > 1:
@@ -664,7 +404,8 @@ def fingerprint(obj) -> dict:
 
 
 __all__ = ["ALGO_SCHEMAS", "AlgoConfig", "BudgetConfig", "CompressionConfig", "ConfigError", "ENV_NAMES",
-           "EnvConfig", "EvalConfig", "GrpoConfig", "LoggerConfig", "OPERATIONAL", "PAIR_AGENTS", "PAIR_ALGOS",
-           "PAIR_ENVS", "PolicyConfig", "PpoConfig", "PpoCtdeConfig", "PpoIndependentConfig",
-           "RolloutConfig", "TINY_ACTION_TOKENS", "TrainConfig", "WarmstartConfig", "algo_schema", "check_action_budget",
-           "fingerprint", "is_pair_run", "resolve_critic"]
+           "EnvConfig", "EvalConfig", "GigpoConfig", "GrpoConfig", "GrpoProcessConfig", "LoggerConfig", "OPERATIONAL",
+           "PAIR_AGENTS", "PAIR_ALGOS", "PAIR_ENVS", "PolicyConfig", "PpoConfig", "PpoCtdeConfig", "PpoIndependentConfig",
+           "PpoLongConfig", "PpoSegmentTerminalConfig", "RlooConfig", "RolloutConfig", "TINY_ACTION_TOKENS",
+           "TrainConfig", "WarmstartConfig", "algo_schema", "check_action_budget", "fingerprint", "is_pair_run",
+           "resolve_critic"]

@@ -89,8 +89,9 @@ def test_each_algorithm_schema_has_only_its_own_knobs(algo, foreign):
 
 
 def test_option_yaml_states_only_what_differs_from_the_schema():
-    """configs/<group>/*.yaml: every value line differs from the schema default (the schema in
-    experiments/runtime/schema.py is the one home of each knob and its default)."""
+    """configs/<group>/*.yaml: every value line differs from the schema default (the schema, in
+    experiments/runtime/schema.py or for an algo next to its trainer in algos/, is the one home of
+    each knob and its default)."""
     import yaml
 
     from experiments.runtime import schema as C
