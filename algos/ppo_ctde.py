@@ -24,10 +24,13 @@ Centralized training, decentralized execution (CTDE, as in MADDPG / MAPPO):
   ``algos.ppo.PPOTrainer``'s, by subclassing: this module only swaps where values come from;
 - **local critics** (``ppo_independent``): plain PPO per agent, its critic on its own context.
 
-``PairLearner`` holds one trainer per agent (``shared_policy=False``: own policy and own critic
-each; with ``ppo_ctde`` each agent's critic is centralized, as MADDPG's per-agent critics) or
-one trainer for both (``shared_policy=True``: one policy and one critic; the agent id is the
-token after ``agent`` in the first observation of every context, ``task : agent a ...``).
+``PairLearner`` is the one two-agent learner: the update of both agents' trainers from a batch
+of ``PairEpisode``s, their learning rates and their checkpoint state (the run loop's two-agent
+side, ``experiments.runtime.pair.TwoAgentLearner``, wraps it). It holds one trainer per agent
+(``shared_policy=False``: own policy and own critic each; with ``ppo_ctde`` each agent's critic
+is centralized, as MADDPG's per-agent critics) or one trainer for both (``shared_policy=True``:
+one policy and one critic; the agent id is the token after ``agent`` in the first observation of
+every context, ``task : agent a ...``).
 Its metrics are namespaced per agent: ``agent_a/<key>`` and ``agent_b/<key>`` for every trainer
 metric of that agent's update and for the rollout metrics of ``pair_rollout_metrics``.
 """
@@ -246,9 +249,11 @@ def pair_rollout_metrics(episodes: list[PairEpisode]) -> dict:
 
 
 class PairLearner:
-    """Trainers for the two agents. ``trainers[agent]`` is the trainer updating ``agent``'s policy
-    (the same object for both agents with ``shared_policy``). ``frozen`` agents are not updated
-    (their policy stays at its start weights: the non-stationarity control of claim C22)."""
+    """The one two-agent learner: the trainers of both agents and everything done to them as a
+    pair. ``trainers[agent]`` is the trainer updating ``agent``'s policy (the same object for both
+    agents with ``shared_policy``; ``owners`` lists each distinct trainer once, under its first
+    agent). ``frozen`` agents are not updated (their policy stays at its start weights: the
+    non-stationarity control of claim C22). Training logic only: no rollouts, files or clocks."""
 
     def __init__(self, trainers: dict, frozen: tuple[str, ...] = ()) -> None:
         bad = [a for a in (*trainers, *frozen) if a not in AGENTS]
@@ -257,9 +262,20 @@ class PairLearner:
         self.trainers = trainers
         self.frozen = tuple(frozen)
         self.shared = trainers["a"] is trainers["b"]
+        self.owners: tuple[str, ...] = ("a",) if self.shared else AGENTS
 
     def models(self) -> dict:
+        """``{agent: policy}`` of both agents (one object twice with ``shared_policy``)."""
         return {a: t.policy for a, t in self.trainers.items()}
+
+    def set_budget_fraction(self, fraction: float) -> float:
+        """Every trainer's learning rate at budget fraction ``fraction``; returns agent a's."""
+        return [self.trainers[a].set_budget_fraction(fraction) for a in self.owners][0]
+
+    def critic_warmup(self) -> bool:
+        """Whether the next update of any non-frozen agent's trainer fits its critic only
+        (its policy is still frozen by the critic warm-up)."""
+        return any(t.policy_frozen() for a, t in self.trainers.items() if a not in self.frozen)
 
     def update(self, episodes: list[PairEpisode]) -> dict:
         """One update of every non-frozen agent on its own trajectories of ``episodes``; metrics
@@ -277,6 +293,21 @@ class PairLearner:
             m = self.trainers[a].update(agent_trajectories(episodes, a))
             metrics.update({f"agent_{a}/{k}": v for k, v in m.items()})
         return metrics
+
+    def state_dict(self) -> dict:
+        """``{"policy" | "critic" | "trainer": {owner: state dict}}`` of every distinct trainer."""
+        t = self.trainers
+        return {"policy": {a: t[a].policy.state_dict() for a in self.owners},
+                "critic": {a: t[a].critic.state_dict() for a in self.owners},
+                "trainer": {a: t[a].state_dict() for a in self.owners}}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restores what :meth:`state_dict` returned (extra keys of ``state`` are ignored)."""
+        for a in self.owners:
+            t = self.trainers[a]
+            t.policy.load_state_dict(state["policy"][a])
+            t.critic.load_state_dict(state["critic"][a])
+            t.load_state_dict(state["trainer"][a])
 
 
 __all__ = ["CentralCriticPPOTrainer", "IndependentPPOTrainer", "JointInputs", "PairLearner", "PpoCtdeConfig",

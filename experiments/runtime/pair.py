@@ -28,9 +28,9 @@ agent's trainer metrics (``train/*``, ``critic/*``) and rollout metrics
 ``agent_a/eval/success_bug_in_a_only``, ...); ``compute/*`` counters (``compute/rollouts`` counts
 pair episodes; tokens, turns and train FLOPs sum both agents), after the evaluation's keys.
 
-:func:`train_pair` runs a config without a run directory (tests and claims, which compose their
-``TrainConfig`` with Hydra: ``experiments.claims.common.pair_claims_config``). Deterministic on CPU
-for a given config.
+A pair run has one loop, the run loop's: ``experiments.runtime.loop.run`` drives
+:class:`TwoAgentLearner` exactly as it drives the one-agent learner. Deterministic on CPU for a
+given config.
 """
 
 from __future__ import annotations
@@ -224,25 +224,6 @@ def eval_engine(c: TrainConfig, num_envs: int) -> PairRolloutEngine:
                              dict(c.env.kwargs))
 
 
-def train_pair(c: TrainConfig, learner: PairLearner | None = None, on_update=None) -> dict:
-    """One two-agent run of :func:`pair_updates` updates without a run directory; returns
-    ``{"start": eval metrics, "end": eval metrics, "updates": [...]}``. ``on_update(k, episodes,
-    metrics)`` is called after each update (claim measurements)."""
-    check_pair_run(c)
-    learner = learner if learner is not None else build_learner(c)
-    engine, evaluator = train_engine(c), eval_engine(c, pair_num_envs(c))
-    start, _ = evaluate_pair(evaluator, learner.models(), c)
-    history = []
-    for k in range(pair_updates(c)):
-        episodes = engine.collect(learner.models(), update_requests(c, k), k, sampling_generator(c, k))
-        metrics = learner.update(episodes)
-        history.append(metrics)
-        if on_update is not None:
-            on_update(k, episodes, metrics)
-    end, _ = evaluate_pair(evaluator, learner.models(), c)
-    return {"start": start, "end": end, "updates": history}
-
-
 # --------------------------------------------------------------------------------------------- the run loop's learner
 def count_episodes(meter: ComputeMeter, episodes: list[PairEpisode], warmup: bool = False) -> None:
     """``compute/rollouts`` += pair episodes; tokens, tool seconds and turns of both agents;
@@ -264,10 +245,12 @@ def _eval_keys(m: dict) -> dict:
 
 class TwoAgentLearner:
     """The two-agent :class:`~experiments.runtime.learner.Learner` of a validated pair config: the
-    trainers (:func:`build_learner`), a training engine of :func:`pair_num_envs` envs and an
-    evaluator of ``min(rollout.num_envs, eval episodes)``. The start model's evaluation is measured
-    once (at the first :meth:`start_info`) and kept in the checkpoint, so a resumed run reports the
-    same one."""
+    pair learner (``algos.ppo_ctde.PairLearner`` of :func:`build_learner`: the update of both
+    agents' trainers, their learning rates and checkpoint state), the compute meter, a training
+    engine of :func:`pair_num_envs` envs and an evaluator of ``min(rollout.num_envs, eval
+    episodes)``; it adds the rollouts, the evaluation and the meter around the pair learner. The
+    start model's evaluation is measured once (at the first :meth:`start_info`) and kept in the
+    checkpoint, so a resumed run reports the same one."""
 
     counters_before_eval = False
 
@@ -276,14 +259,13 @@ class TwoAgentLearner:
         self.meter = ComputeMeter()
         self.warm = c.policy.init_checkpoint == "warmstart"
         self.pair = build_learner(c, warm=self.warm, meter=self.meter)
-        self.owners = ("a",) if self.pair.shared else AGENTS
         self.engine = train_engine(c)
         self.evaluator = eval_engine(c, min(c.rollout.num_envs, eval_episodes(c)))
         self.start_eval: dict | None = None
         self._lr = float("nan")
 
     def set_budget_fraction(self, fraction: float) -> float:
-        self._lr = [self.pair.trainers[a].set_budget_fraction(fraction) for a in self.owners][0]
+        self._lr = self.pair.set_budget_fraction(fraction)
         return self._lr
 
     def collect(self, update: int) -> Collected:
@@ -291,8 +273,7 @@ class TwoAgentLearner:
         episodes = self.engine.collect(self.pair.models(), update_requests(self.c, update), update,
                                        sampling_generator(self.c, update))
         seconds = time.perf_counter() - t0
-        learning = [t for a, t in self.pair.trainers.items() if a not in self.pair.frozen]
-        count_episodes(self.meter, episodes, warmup=any(t.policy_frozen() for t in learning))  # the update they feed
+        count_episodes(self.meter, episodes, warmup=self.pair.critic_warmup())  # the update they feed
         return Collected(episodes, update, update, seconds)
 
     def update(self, batch: Collected) -> dict:
@@ -306,18 +287,10 @@ class TwoAgentLearner:
         return _eval_keys(evaluate_pair(self.evaluator, self.pair.models(), self.c)[0])
 
     def state_dict(self) -> dict:
-        t = self.pair.trainers
-        return {"policy": {a: t[a].policy.state_dict() for a in self.owners},
-                "critic": {a: t[a].critic.state_dict() for a in self.owners},
-                "trainer": {a: t[a].state_dict() for a in self.owners},
-                "meter": self.meter.state_dict(), "start_eval": self.start_eval}
+        return {**self.pair.state_dict(), "meter": self.meter.state_dict(), "start_eval": self.start_eval}
 
     def load_state_dict(self, state: dict) -> None:
-        for a in self.owners:
-            t = self.pair.trainers[a]
-            t.policy.load_state_dict(state["policy"][a])
-            t.critic.load_state_dict(state["critic"][a])
-            t.load_state_dict(state["trainer"][a])
+        self.pair.load_state_dict(state)
         self.meter.load_state_dict(state["meter"])
         self.start_eval = state["start_eval"]
 
@@ -338,5 +311,5 @@ class TwoAgentLearner:
 
 
 __all__ = ["TwoAgentLearner", "build_learner", "check_pair_run", "count_episodes", "eval_episodes", "evaluate_pair",
-           "pair_algo_config", "pair_num_envs", "pair_updates", "sampling_generator", "shapes", "train_pair",
-           "update_requests", "warm_start", "warmstart_key", "warmstart_path"]
+           "pair_algo_config", "pair_num_envs", "pair_updates", "sampling_generator", "shapes", "update_requests",
+            "warm_start", "warmstart_key", "warmstart_path"]

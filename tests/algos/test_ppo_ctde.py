@@ -184,18 +184,22 @@ def test_pair_rollout_metrics_hand_counted(oracle_episodes):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", ["ppo_ctde", "ppo_independent"])
-def test_train_pair_runs_end_to_end_from_one_call(algo, tmp_path):
-    import experiments.runtime.pair as tp
+def test_the_run_loop_trains_a_claims_pair_config_end_to_end(algo, tmp_path):
+    """A two-agent claims config runs through the one run loop (``experiments.runtime.loop.run``)."""
+    import json
+
+    from experiments.runtime.loop import run
 
     c = pair_claims_config(algo, updates=1, episodes_per_update=4, eval_episodes=2,
                            overrides=("policy.d_model=16", "warmstart.demos=4", "warmstart.epochs=1",
-                                      "rollout.num_envs=4", "env.train_tasks=4", f"warmstart.cache_dir={tmp_path}"))
-    out = tp.train_pair(c)
-    assert len(out["updates"]) == 1
-    m = out["updates"][0]
+                                      "rollout.num_envs=4", "env.train_tasks=4", f"warmstart.cache_dir={tmp_path}",
+                                      f"run_dir={tmp_path / 'run'}", "resume=false"))
+    summary = run(c)
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 1 and summary["updates"] == 1
     assert {"agent_a/train/policy_loss", "agent_b/train/policy_loss", "agent_a/critic/explained_variance_in_batch",
-            "rollout/success"} <= set(m)
-    assert out["end"]["rollout/episodes"] == 2
+            "rollout/success"} <= set(rows[0])
+    assert summary["eval/episodes"] == 2
     assert len(list(tmp_path.glob("*/policy_*.pt"))) == 2  # the warm start was cached, one file per agent
 
 
