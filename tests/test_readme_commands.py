@@ -20,7 +20,8 @@ worker processes: that one runs as a subprocess (``sys.executable``).
   the ``--methods`` example runs at ``--tiny`` in tests/experiments/test_compare_methods.py,
   ``--preset pairfix`` in tests/experiments/test_compare_pairfix.py, ``--horizons`` in
   tests/experiments/test_compare_horizons.py, which also runs ``experiments.report.horizons`` on
-  fixture sweeps);
+  fixture sweeps); ``experiments.report.ablation``: run on fixture sweeps by
+  tests/experiments/test_report_ablation.py;
 - ``experiments.warmstart``: ``experiment=tiny`` (and the tiny compression budget);
   ``experiments.calibrate``: ``--episodes 5`` (in place of any ``--episodes N``; without the band
   difficulties unless ``--difficulties`` names them; with
@@ -154,6 +155,8 @@ def tiny_case(cmd: str) -> Case:
         return Case(exe + args, covered_by="tests/experiments/test_compare_horizons.py")
     if module == "experiments.report.horizons":
         return Case(exe + args, covered_by="tests/experiments/test_compare_horizons.py")
+    if module == "experiments.report.ablation":
+        return Case(exe + args, covered_by="tests/experiments/test_report_ablation.py")
     if module == "experiments.compare" and args == ["--preset", "pairfix"]:
         # two agents: run at --tiny by its own end-to-end test (one sweep, not two)
         return Case(exe + args, covered_by="tests/experiments/test_compare_pairfix.py")
@@ -294,4 +297,7 @@ def test_readme_command_runs_at_tiny_scale(cmd, workdir):
         assert notice in done.stderr
         echo = _NoticeFilter()
         shown = "".join(echo(line) for line in done.stderr.splitlines(keepends=True))
-        assert notice not in shown and shown.count('"run_dir": ') == done.stderr.count('"run_dir": ') == 2
+        # one job per method at seed 0: the command's algo=... values, else the preset's two (ppo, grpo)
+        algos = [a.split("=", 1)[1] for a in case.argv if a.startswith("algo=")]
+        jobs = len(algos[-1].split(",")) if algos else 2
+        assert notice not in shown and shown.count('"run_dir": ') == done.stderr.count('"run_dir": ') == jobs

@@ -1,26 +1,55 @@
-"""Closed-form claim measurements (C1-C5, C15, C16, C18, C25): small hand-sized inputs through the
-project's own ``algos`` functions (never a re-typed formula). Each ``measure_cNN() -> dict`` returns
-plain floats / lists / bools; the expected values are in the table of ``experiments/reproduce_claims.py``, the criteria in
-``experiments/claims/criteria.py``."""
+"""Closed-form claims (C1-C5, C15, C16, C18, C25): small hand-sized inputs through the project's own
+``algos`` functions (never a re-typed formula). Each ``measure_cNN()`` returns its claim's frozen
+result (:class:`experiments.claims.result.ClaimResult`): the measured values as fields, the row's
+texts and the pass rule next to them."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
 from algos.advantages import gae, group_advantages, group_mean_std
 from algos.losses import aggregate, aggregation_weights, kl_estimate, ppo_clip_loss, sequence_ratios, token_ratios
 from algos.metrics import mixed_group_probability
+from experiments.claims.result import ClaimResult, close, fmt_list
 
 F64 = torch.float64
 
 
-def _list(x: torch.Tensor) -> list[float]:
-    return [float(v) for v in x.detach().reshape(-1)]
+def _values(x: torch.Tensor) -> tuple[float, ...]:
+    return tuple(float(v) for v in x.detach().reshape(-1))
 
 
-def measure_c1() -> dict:
+# ---------------------------------------------------------------------------------------------- C1
+@dataclass(frozen=True)
+class C1Result(ClaimResult):
+    """Token ratios, their product (the sequence ratio), their geometric mean (GSPO) and the
+    token-level surrogate with A = 1."""
+
+    what: ClassVar[str] = "token vs sequence ratio, old [.5,.25,.5] new [.6,.2,.6]"
+    expected: ClassVar[str] = "tokens [1.2, 0.8, 1.2]; product 1.152; token-level PPO uses per-token ratios"
+
+    token_ratios: tuple[float, ...]
+    product: float
+    geometric: float
+    token_objective: float
+
+    def passes(self) -> bool:
+        """Ratios 1.2, 0.8, 1.2, product 1.152, surrogate 3.2 / 3 (the mean ratio), not the product."""
+        return (close(self.token_ratios, [1.2, 0.8, 1.2]) and close(self.product, 1.152)
+                and close(self.token_objective, 3.2 / 3) and not close(self.token_objective, self.product, 1e-3))
+
+    @property
+    def measured(self) -> str:
+        return (f"token ratios {fmt_list(self.token_ratios)}; product {self.product:.4g}; token-level surrogate (A=1) "
+                f"{self.token_objective:.4g} != {self.product:.4g}; geometric mean (GSPO) {self.geometric:.4g}")
+
+
+def measure_c1() -> C1Result:
     """Token ratios, their product (sequence ratio), the geometric mean (GSPO) and the token-level
     surrogate with A = 1 (clip 0.25, not active) for old [.5, .25, .5] and new [.6, .2, .6]."""
     old = torch.tensor([[0.5, 0.25, 0.5]], dtype=F64).log()
@@ -28,21 +57,73 @@ def measure_c1() -> dict:
     mask = torch.ones_like(old, dtype=torch.bool)
     per_token = token_ratios(new, old)[0]
     loss, _ = ppo_clip_loss(per_token, torch.ones(3, dtype=F64), clip_low=0.25, clip_high=0.25)
-    return {"token_ratios": _list(per_token), "product": float(sequence_ratios(new, old, mask)[0]),
-            "geometric": float(sequence_ratios(new, old, mask, length_normalized=True)[0]),
-            "token_objective": float(-loss.mean())}
+    return C1Result(token_ratios=_values(per_token), product=float(sequence_ratios(new, old, mask)[0]),
+                    geometric=float(sequence_ratios(new, old, mask, length_normalized=True)[0]),
+                    token_objective=float(-loss.mean()))
 
 
-def measure_c2() -> dict:
+# ---------------------------------------------------------------------------------------------- C2
+@dataclass(frozen=True)
+class C2Result(ClaimResult):
+    """Group mean, population std and advantages of one group's rewards."""
+
+    what: ClassVar[str] = "GRPO group advantage, population std, r=[0,0,1,1]"
+    expected: ClassVar[str] = "mean 0.5, std 0.5, A [-1, -1, 1, 1]"
+
+    mean: float
+    std: float
+    advantages: tuple[float, ...]
+
+    def passes(self) -> bool:
+        """Mean 0.5, std 0.5, advantages -1, -1, 1, 1."""
+        return close(self.mean, 0.5) and close(self.std, 0.5) and close(self.advantages, [-1, -1, 1, 1], 1e-5)
+
+    @property
+    def measured(self) -> str:
+        return f"mean {self.mean:.4g}, std {self.std:.4g}, advantages {fmt_list(self.advantages)}"
+
+
+def measure_c2() -> C2Result:
     """Group mean, population std and advantages of rewards [0, 0, 1, 1] (one group)."""
     rewards = torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=F64)
     ids = torch.zeros(4, dtype=torch.int64)
     mean, std, _ = group_mean_std(rewards, ids, std="population")
-    return {"mean": float(mean[0]), "std": float(std[0]),
-            "advantages": _list(group_advantages(rewards, ids, std="population"))}
+    return C2Result(mean=float(mean[0]), std=float(std[0]),
+                    advantages=_values(group_advantages(rewards, ids, std="population")))
 
 
-def _tiny_policy_grads(rewards: list[float]) -> dict:
+# ---------------------------------------------------------------------------------------------- C3
+@dataclass(frozen=True)
+class SameRewardGroup:
+    """One all-same group on the tiny policy: its rewards, advantages and the max |grad| of the
+    task-reward term and of the k3 KL term."""
+
+    rewards: tuple[float, ...]
+    advantages: tuple[float, ...]
+    task_grad: float
+    kl_grad: float
+
+
+@dataclass(frozen=True)
+class C3Result(ClaimResult):
+    """The all-0 and the all-1 group (:class:`SameRewardGroup`)."""
+
+    what: ClassVar[str] = "all-same groups [0,0,0,0], [1,1,1,1]; autograd on a tiny policy"
+    expected: ClassVar[str] = "A all 0; task-reward grad exactly 0; k3 KL grad non-zero"
+
+    groups: tuple[SameRewardGroup, ...]
+
+    def passes(self) -> bool:
+        """In every group: all advantages 0, task-term gradient exactly 0, KL gradient > 0."""
+        return all(all(a == 0 for a in g.advantages) and g.task_grad == 0.0 and g.kl_grad > 0.0 for g in self.groups)
+
+    @property
+    def measured(self) -> str:
+        return "; ".join(f"r={fmt_list(g.rewards)}: A={fmt_list(g.advantages)}, max abs grad: task term "
+                         f"{g.task_grad:.3g}, k3 KL term {g.kl_grad:.3g}" for g in self.groups)
+
+
+def _tiny_policy_grads(rewards: list[float]) -> SameRewardGroup:
     """4 responses x 2 tokens from a 3-word softmax policy theta; old = current (ratios 1), frozen
     reference != current: the advantages and the max |grad| of the task-reward term and of k3 KL."""
     theta = torch.tensor([0.3, -0.2, 0.1], dtype=F64, requires_grad=True)
@@ -57,33 +138,86 @@ def _tiny_policy_grads(rewards: list[float]) -> dict:
     (pg_grad,) = torch.autograd.grad(aggregate(pg_loss, weights), theta)
     logp = torch.log_softmax(theta, dim=0)[tokens]
     (kl_grad,) = torch.autograd.grad(aggregate(kl_estimate(logp, ref_logp, "k3"), weights), theta)
-    return {"rewards": rewards, "advantages": _list(adv), "task_grad": float(pg_grad.abs().max()),
-            "kl_grad": float(kl_grad.abs().max())}
+    return SameRewardGroup(rewards=tuple(rewards), advantages=_values(adv), task_grad=float(pg_grad.abs().max()),
+                           kl_grad=float(kl_grad.abs().max()))
 
 
-def measure_c3() -> dict:
+def measure_c3() -> C3Result:
     """:func:`_tiny_policy_grads` for the all-0 and the all-1 group."""
-    return {"groups": [_tiny_policy_grads(r) for r in ([0.0] * 4, [1.0] * 4)]}
+    return C3Result(groups=tuple(_tiny_policy_grads(r) for r in ([0.0] * 4, [1.0] * 4)))
 
 
-def measure_c4() -> dict:
+# ---------------------------------------------------------------------------------------------- C4
+@dataclass(frozen=True)
+class C4Result(ClaimResult):
+    """Advantages under three std conventions and a loss under two averaging conventions."""
+
+    what: ClassVar[str] = "conventions: std ddof, std division, token vs sequence mean"
+    expected: ClassVar[str] = "each pair differs on the same data"
+
+    population: tuple[float, ...]
+    sample: tuple[float, ...]
+    raw: tuple[float, ...]
+    token_mean: float
+    seq_mean: float
+
+    def passes(self) -> bool:
+        """Population std A = +-1, sample std A = +-sqrt(0.75), no division A = +-0.5; token-mean
+        0.25, sequence-mean 0.5."""
+        root = math.sqrt(0.75)
+        return (close(self.population, [-1, -1, 1, 1]) and close(self.sample, [-root] * 2 + [root] * 2)
+                and close(self.raw, [-0.5, -0.5, 0.5, 0.5]) and close(self.token_mean, 0.25, 1e-6)
+                and close(self.seq_mean, 0.5, 1e-6))
+
+    @property
+    def measured(self) -> str:
+        return (f"r=[0,0,1,1]: population std A={fmt_list(self.population)} vs sample std {fmt_list(self.sample)}; "
+                f"no std division {fmt_list(self.raw)}; loss [1] & [0,0,0]: token-mean {self.token_mean:.4g} vs "
+                f"seq-mean {self.seq_mean:.4g}")
+
+
+def measure_c4() -> C4Result:
     """Advantages of [0, 0, 1, 1] with population / sample / no std division (eps 0), and the
     token-mean vs sequence-mean of two responses: 1 token with loss 1, 3 tokens with loss 0."""
     rewards = torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=F64)
     ids = torch.zeros(4, dtype=torch.int64)
     mask = torch.tensor([[1, 0, 0], [1, 1, 1]], dtype=torch.bool)
     loss = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
-    return {"population": _list(group_advantages(rewards, ids, std="population", eps=0.0)),
-            "sample": _list(group_advantages(rewards, ids, std="sample", eps=0.0)),
-            "raw": _list(group_advantages(rewards, ids, std="none")),
-            "token_mean": float(aggregate(loss, aggregation_weights(mask, "token-mean"))),
-            "seq_mean": float(aggregate(loss, aggregation_weights(mask, "seq-mean-token-mean")))}
+    return C4Result(population=_values(group_advantages(rewards, ids, std="population", eps=0.0)),
+                    sample=_values(group_advantages(rewards, ids, std="sample", eps=0.0)),
+                    raw=_values(group_advantages(rewards, ids, std="none")),
+                    token_mean=float(aggregate(loss, aggregation_weights(mask, "token-mean"))),
+                    seq_mean=float(aggregate(loss, aggregation_weights(mask, "seq-mean-token-mean"))))
 
 
+# ---------------------------------------------------------------------------------------------- C5
 C5_BAD_INPUTS = ((1.5, 8), (-0.1, 8), (0.5, True), (0.5, 0), (0.5, 8.0))
+C5_EXPECTED = {0.02: "14.9%", 0.2: "83.2%", 0.98: "14.9%"}
 
 
-def measure_c5() -> dict:
+@dataclass(frozen=True)
+class C5Result(ClaimResult):
+    """``P_mix`` per success probability at one group size, and which bad inputs were refused."""
+
+    what: ClassVar[str] = "P_mix = 1 - p^G - (1-p)^G, G=8, and validation"
+    expected: ClassVar[str] = "14.9%, 83.2%, 14.9%; ValueError on bad p / G"
+
+    group_size: int
+    p_mix: Mapping[float, float]
+    rejected: tuple[str, ...]
+    tried: int
+
+    def passes(self) -> bool:
+        """The rounded percentages are :data:`C5_EXPECTED` and every bad input raised."""
+        return {p: f"{v:.1%}" for p, v in self.p_mix.items()} == C5_EXPECTED and len(self.rejected) == self.tried
+
+    @property
+    def measured(self) -> str:
+        shown = ", ".join(f"p={p}: {v:.1%}" for p, v in self.p_mix.items())
+        return f"G={self.group_size}: {shown}; ValueError for {' '.join(self.rejected)}"
+
+
+def measure_c5() -> C5Result:
     """``mixed_group_probability`` at G = 8 for p in (0.02, 0.2, 0.98), and which of
     :data:`C5_BAD_INPUTS` raise ``ValueError`` (``rejected``, as ``repr`` pairs)."""
     rejected = []
@@ -92,11 +226,33 @@ def measure_c5() -> dict:
             mixed_group_probability(p, g)
         except ValueError:
             rejected.append(f"({p!r}, {g!r})")
-    return {"G": 8, "p_mix": {p: mixed_group_probability(p, 8) for p in (0.02, 0.2, 0.98)},
-            "rejected": rejected, "tried": len(C5_BAD_INPUTS)}
+    return C5Result(group_size=8, p_mix={p: mixed_group_probability(p, 8) for p in (0.02, 0.2, 0.98)},
+                    rejected=tuple(rejected), tried=len(C5_BAD_INPUTS))
 
 
-def measure_c15() -> dict:
+# --------------------------------------------------------------------------------------------- C15
+@dataclass(frozen=True)
+class C15Result(ClaimResult):
+    """3-step GAE advantages at lambda 0.5 and 1, and the full return minus each value."""
+
+    what: ClassVar[str] = "3-step GAE, r=[0,0,1], V=[.9,.3,.8], V'=[.3,.8,0], gamma 1"
+    expected: ClassVar[str] = "lambda .5: [-0.3, 0.6, 0.2]; lambda 1: [0.1, 0.7, 0.2]"
+
+    lambda_half: tuple[float, ...]
+    lambda_one: tuple[float, ...]
+    return_minus_value: tuple[float, ...]
+
+    def passes(self) -> bool:
+        """Lambda 0.5 gives -0.3, 0.6, 0.2; lambda 1 gives 0.1, 0.7, 0.2, the return minus V."""
+        return (close(self.lambda_half, [-0.3, 0.6, 0.2]) and close(self.lambda_one, [0.1, 0.7, 0.2])
+                and close(self.lambda_one, self.return_minus_value))
+
+    @property
+    def measured(self) -> str:
+        return f"lambda 0.5 -> {fmt_list(self.lambda_half)}; lambda 1 -> {fmt_list(self.lambda_one)} (= 1 - V)"
+
+
+def measure_c15() -> C15Result:
     """3-step GAE with r = [0, 0, 1], V = [.9, .3, .8], V' = [.3, .8, 0], terminated at the end,
     gamma 1, lambda 0.5 and 1; and the full return minus V."""
     as_row = lambda xs: torch.tensor([xs], dtype=F64)  # noqa: E731
@@ -105,21 +261,79 @@ def measure_c15() -> dict:
     truncated = torch.zeros(1, 3, dtype=torch.bool)
     half, _ = gae(rewards, values, next_values, terminated, truncated, gamma=1.0, lam=0.5)
     one, _ = gae(rewards, values, next_values, terminated, truncated, gamma=1.0, lam=1.0)
-    return {"lambda_half": _list(half[0]), "lambda_one": _list(one[0]), "return_minus_value": _list(1.0 - values[0])}
+    return C15Result(lambda_half=_values(half[0]), lambda_one=_values(one[0]),
+                     return_minus_value=_values(1.0 - values[0]))
 
 
-def measure_c16() -> dict:
+# --------------------------------------------------------------------------------------------- C16
+@dataclass(frozen=True)
+class C16Result(ClaimResult):
+    """One-step GAE target and residual when a compression continues and when it is flagged
+    terminal."""
+
+    what: ClassVar[str] = "compression vs terminal flag, r=0, V=.6, V'=.8, gamma .9"
+    expected: ClassVar[str] = "continue: target 0.72, residual +0.12; terminal: 0, -0.6"
+
+    continue_target: float
+    continue_residual: float
+    terminal_target: float
+    terminal_residual: float
+
+    def passes(self) -> bool:
+        """Continuing: target 0.72, residual +0.12; terminal: target 0, residual -0.6."""
+        return (close(self.continue_target, 0.72) and close(self.continue_residual, 0.12)
+                and close(self.terminal_target, 0.0) and close(self.terminal_residual, -0.6))
+
+    @property
+    def measured(self) -> str:
+        return (f"compression (no flag): target {self.continue_target:.4g}, residual {self.continue_residual:+.4g}; "
+                f"terminated: target {self.terminal_target:.4g}, residual {self.terminal_residual:+.4g}")
+
+
+def measure_c16() -> C16Result:
     """One step r = 0, V = 0.6, V' = 0.8, gamma 0.9, lambda 0.95: GAE target and residual with no
     flag (a compression continues) and with ``terminated``."""
     reward, value, next_value = (torch.tensor([[x]], dtype=F64) for x in (0.0, 0.6, 0.8))
     no = torch.tensor([[False]])
     cont_adv, cont_target = gae(reward, value, next_value, no, no, gamma=0.9, lam=0.95)
     term_adv, term_target = gae(reward, value, next_value, ~no, no, gamma=0.9, lam=0.95)
-    return {"continue_target": float(cont_target), "continue_residual": float(cont_adv),
-            "terminal_target": float(term_target), "terminal_residual": float(term_adv)}
+    return C16Result(continue_target=float(cont_target), continue_residual=float(cont_adv),
+                     terminal_target=float(term_target), terminal_residual=float(term_adv))
 
 
-def measure_c18() -> dict:
+# --------------------------------------------------------------------------------------------- C18
+@dataclass(frozen=True)
+class C18Result(ClaimResult):
+    """Task-mean and token-mean of one loss, whole and summed over micro-batches with global
+    weights; the per-micro-batch token-mean and the per-segment mean."""
+
+    what: ClassVar[str] = "slice weighting: task A 2 x loss 1, task B 6 x loss 3"
+    expected: ClassVar[str] = "task-mean 2.0, token-mean 2.5; same under micro-batching"
+
+    task_mean: float
+    token_mean: float
+    splits: tuple[tuple[int, ...], ...]
+    task_mean_micro: float
+    token_mean_micro: float
+    local: float
+    per_segment: float
+
+    def passes(self) -> bool:
+        """Task-mean 2, token-mean 2.5, the same over micro-batches; the per-micro-batch average
+        is not 2.5."""
+        return (close(self.task_mean, 2.0, 1e-6) and close(self.token_mean, 2.5, 1e-6)
+                and close(self.task_mean_micro, 2.0, 1e-6) and close(self.token_mean_micro, 2.5, 1e-6)
+                and not close(self.local, 2.5, 1e-3))
+
+    @property
+    def measured(self) -> str:
+        splits = [list(s) for s in self.splits]
+        return (f"task-mean {self.task_mean:.4g}, token-mean {self.token_mean:.4g}; micro-batches {splits} with "
+                f"global weights: {self.task_mean_micro:.4g} / {self.token_mean_micro:.4g}; per-micro-batch token-mean "
+                f"would give {self.local:.4g}, per-segment mean {self.per_segment:.4g}")
+
+
+def measure_c18() -> C18Result:
     """Task A: 2 positions with loss 1 (row 0); task B: 6 positions with loss 3 in two segments of
     3 (rows 1, 2); padding to width 4. Task-mean and token-mean, the same summed over the
     micro-batches ``splits`` with global weights, a per-micro-batch token-mean averaged (``local``)
@@ -131,14 +345,45 @@ def measure_c18() -> dict:
     w_tok = aggregation_weights(mask, "token-mean")
     splits = ([0], [1, 2])
     local = sum(float(aggregate(loss[i], aggregation_weights(mask[i], "token-mean"))) for i in splits) / len(splits)
-    return {"task_mean": float(aggregate(loss, w_task)), "token_mean": float(aggregate(loss, w_tok)),
-            "splits": [list(s) for s in splits],
-            "task_mean_micro": sum(float(aggregate(loss[i], w_task[i])) for i in splits),
-            "token_mean_micro": sum(float(aggregate(loss[i], w_tok[i])) for i in splits),
-            "local": local, "per_segment": float(aggregate(loss, aggregation_weights(mask, "seq-mean-token-mean")))}
+    return C18Result(task_mean=float(aggregate(loss, w_task)), token_mean=float(aggregate(loss, w_tok)),
+                     splits=tuple(tuple(s) for s in splits),
+                     task_mean_micro=sum(float(aggregate(loss[i], w_task[i])) for i in splits),
+                     token_mean_micro=sum(float(aggregate(loss[i], w_tok[i])) for i in splits),
+                     local=local, per_segment=float(aggregate(loss, aggregation_weights(mask, "seq-mean-token-mean"))))
 
 
-def measure_c25() -> dict:
+# --------------------------------------------------------------------------------------------- C25
+@dataclass(frozen=True)
+class C25Result(ClaimResult):
+    """Two tokens beyond the clip (A = +1 and -1): clipped flags, gradients, ratios and losses;
+    at ratios 1, the k3 KL to a frozen reference and its largest gradient."""
+
+    what: ClassVar[str] = "PPO clipping is not a KL penalty (autograd)"
+    expected: ClassVar[str] = "clipped token grad 0; ratio not limited; KL grad != 0 at ratios 1"
+
+    clipped: tuple[bool, ...]
+    grad: tuple[float, ...]
+    ratio: tuple[float, ...]
+    loss: tuple[float, ...]
+    ratios_all_one: bool
+    kl: float
+    kl_grad_max: float
+
+    def passes(self) -> bool:
+        """The A = +1 token is clipped with gradient 0, the A = -1 one has gradient 1.5; both
+        ratios stay 1.5; at ratios 1 the KL and its gradient are non-zero."""
+        return (self.clipped == (True, False) and self.grad[0] == 0.0 and close(self.grad[1], 1.5)
+                and close(self.ratio, [1.5, 1.5]) and close(self.loss, [-1.2, 1.5]) and self.ratios_all_one
+                and self.kl > 0 and self.kl_grad_max > 0)
+
+    @property
+    def measured(self) -> str:
+        return (f"r=1.5: A=+1 clipped, dL/dlogp {self.grad[0]:.3g}; A=-1 unclipped, dL/dlogp {self.grad[1]:.3g}; "
+                f"ratios after loss {fmt_list(self.ratio)}; ratios all 1: k3 KL {self.kl:.3g}, max abs grad "
+                f"{self.kl_grad_max:.3g}")
+
+
+def measure_c25() -> C25Result:
     """Two tokens at ratio 1.5 (clip 0.2) with A = +1 and A = -1: which are clipped, dL/dlogp, the
     ratios after the loss and the losses; and with all ratios 1 (current = old), the k3 KL to a
     frozen reference and the max |grad| of it."""
@@ -154,5 +399,6 @@ def measure_c25() -> dict:
     ratios_now = token_ratios(logp, logp.detach())
     kl = kl_estimate(logp, ref_logp, "k3").mean()
     (kl_grad,) = torch.autograd.grad(kl, theta)
-    return {"clipped": [bool(c) for c in clipped], "grad": _list(grad), "ratio": _list(ratio), "loss": _list(loss),
-            "ratios_all_one": bool((ratios_now == 1).all()), "kl": float(kl.detach()), "kl_grad_max": float(kl_grad.abs().max())}
+    return C25Result(clipped=tuple(bool(c) for c in clipped), grad=_values(grad), ratio=_values(ratio),
+                     loss=_values(loss), ratios_all_one=bool((ratios_now == 1).all()), kl=float(kl.detach()),
+                     kl_grad_max=float(kl_grad.abs().max()))

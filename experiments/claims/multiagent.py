@@ -1,7 +1,8 @@
 """Claim C22 on PairFix-v2: two learning agents see a non-stationary environment, and a
 centralized critic's inputs explain returns better than local critics' inputs.
 
-``measure_c22(...) -> dict`` (numbers only; the PASS criterion lives with the claims table):
+``measure_c22(...)`` returns the claim's frozen result (:class:`C22Result`: the numbers of both
+parts as fields, the row's texts and the pass rule):
 
 1. **Non-stationarity** (``nonstationarity``). One behaviour-cloned start pair
    (``experiments.runtime.pair.warm_start``) is trained twice with ``ppo_independent`` for
@@ -15,7 +16,7 @@ centralized critic's inputs explain returns better than local critics' inputs.
 
    with a 95 % bootstrap interval over episodes (``n_boot`` resamples of the start, frozen-end
    and training-end episode sets, one start resample shared by both runs per draw);
-   ``c22_msg_tv_diff = TV(start, B training) - TV(start, B frozen)`` with the interval of the
+   ``tv_diff = TV(start, B training) - TV(start, B frozen)`` with the interval of the
    paired draws: how much of A's environment change comes from B learning rather than from A's
    own updates and sampling noise. The policy learning rate ``lr`` is set so B's message
    distribution moves within ``updates`` updates: measured at seed 0, lr 1e-3 for 3 or 6 updates
@@ -46,7 +47,9 @@ from __future__ import annotations
 import copy
 import time
 from collections import Counter
+from dataclasses import dataclass
 from functools import partial
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -60,8 +63,22 @@ from envs.pairfix import AGENTS, indices_with_bug_in
 from envs.pairfix.agents import PairOracle
 from envs.tokenizer import get_tokenizer
 from experiments.claims.common import pair_claims_config
+from experiments.claims.result import EMPIRICAL, ClaimResult
 from experiments.runtime.pair import eval_episodes, pair_algo_config, pair_updates, train_engine, warm_start
 from experiments.runtime.schema import TrainConfig
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A value with its 95 % interval ``[lo, hi]``."""
+
+    value: float
+    lo: float
+    hi: float
+
+    def show(self, digits: int = 2) -> str:
+        """``value [lo, hi]``: the value with ``digits`` decimals, the interval with 2."""
+        return f"{self.value:.{digits}f} [{self.lo:.2f}, {self.hi:.2f}]"
 
 
 def message_distribution(episodes: list[PairEpisode], agent: str = "a") -> Counter:
@@ -139,27 +156,40 @@ def _replicate_episodes(c: TrainConfig, start: dict, engine, a_only: list[int], 
     return eval_start, ends
 
 
-def nonstationarity(c: TrainConfig, n_boot: int, rng: np.random.Generator, replicates: int = 1) -> dict:
-    """Part 1 of the module docstring on config ``c`` (``c.algo`` must be ``ppo_independent``),
-    over ``replicates`` training replicates from the same start pair: replicate ``r`` uses
-    rollout and evaluation seed ``c.seed + r`` (replicate 0 is the single-replicate measurement).
-    Pooled over replicates: successes are summed (Wilson interval on the pooled counts); every TV
-    is the mean of the replicates' TVs, and its interval comes from the mean of their paired
-    bootstrap draws (each replicate resampled within its own episodes, the draws averaged: a
-    stratified bootstrap of the mean). ``c22_msg_tv_diff_replicates`` lists each replicate's
-    difference: B's learning moves from one training run to the next far more than the
-    evaluation episodes do (measured at 4 updates, seeds 0-2: +0.03, -0.02, +0.31)."""
-    if replicates < 1:
-        raise ValueError(f"replicates={replicates} must be >= 1")
-    tok, p = get_tokenizer(), c.policy
-    shape = PolicyShape(vocab_size=tok.vocab_size, d_model=p.d_model, n_layers=p.n_layers, n_heads=p.n_heads,
-                        max_len=p.max_len)
-    torch.manual_seed(c.seed)
-    start = {a: PolicyModel(shape) for a in AGENTS}
-    warm_start(start, c)
-    engine = train_engine(c)
-    a_only = [i for i in indices_with_bug_in("a", c.env.train_tasks) if i < c.env.train_tasks]
+@dataclass(frozen=True)
+class Nonstationarity:
+    """Part 1 of the module docstring, pooled over ``replicates`` training replicates of
+    ``updates`` updates, each evaluated on ``eval_episodes`` episodes: agent A's success at the
+    start, after B frozen and after B training (Wilson intervals); the message words A received in
+    each (``words_*``); the TV of A's received-word distribution to the start's with B frozen and
+    B training, their difference ``tv_diff`` (bootstrap intervals) and each replicate's
+    difference."""
 
+    success_start: Estimate
+    success_frozen: Estimate
+    success_training: Estimate
+    words_start: int
+    words_frozen: int
+    words_training: int
+    tv_frozen: Estimate
+    tv_training: Estimate
+    tv_diff: Estimate
+    tv_diff_replicates: tuple[float, ...]
+    eval_episodes: int
+    updates: int
+    replicates: int
+
+
+def _success_estimate(successes: int, episodes: int) -> Estimate:
+    lo, hi = binomial_confidence_interval(successes, max(episodes, 1))
+    return Estimate(successes / max(episodes, 1), lo, hi)
+
+
+def _pool_replicates(c: TrainConfig, start: dict, engine, a_only: list[int], n_boot: int,
+                     rng: np.random.Generator, replicates: int) -> tuple[dict, dict, dict, dict]:
+    """Runs the replicates of part 1 and pools them: per run (start, frozen, training) the
+    summed ``[successes, episodes]`` and received words; per trained run (frozen, training) each
+    replicate's TV to the start and the mean of the replicates' paired bootstrap draws."""
     runs = ("frozen", "training")
     counts = {run: [0, 0] for run in ("start",) + runs}
     words = {run: 0 for run in ("start",) + runs}
@@ -180,24 +210,40 @@ def nonstationarity(c: TrainConfig, n_boot: int, rng: np.random.Generator, repli
             tv[run].append(total_variation(pooled_start, sum(per_end[run], Counter())))
             draws[run] += rep_draws[run] / replicates
             words[run] += sum(sum(x.values()) for x in per_end[run])
+    return counts, words, tv, draws
 
-    out: dict = {}
-    for run in ("start",) + runs:
-        s, n = counts[run]
-        out[f"c22_success_a_only_{run}"] = s / max(n, 1)
-        out[f"c22_success_a_only_{run}_lo"], out[f"c22_success_a_only_{run}_hi"] = binomial_confidence_interval(s, max(n, 1))
-        out[f"c22_messages_received_{run}"] = words[run]
-    for run in runs:
-        out[f"c22_success_a_only_{run}_shift"] = out[f"c22_success_a_only_{run}"] - out["c22_success_a_only_start"]
-        out[f"c22_msg_tv_{run}"] = float(np.mean(tv[run]))
-        out[f"c22_msg_tv_{run}_lo"], out[f"c22_msg_tv_{run}_hi"] = _interval(draws[run])
-    out["c22_msg_tv_diff"] = out["c22_msg_tv_training"] - out["c22_msg_tv_frozen"]
-    out["c22_msg_tv_diff_lo"], out["c22_msg_tv_diff_hi"] = _interval(draws["training"] - draws["frozen"])
-    out["c22_msg_tv_diff_replicates"] = [t - f for t, f in zip(tv["training"], tv["frozen"])]
-    out["c22_eval_episodes"] = eval_episodes(c)
-    out["c22_updates"] = pair_updates(c)
-    out["c22_replicates"] = replicates
-    return out
+
+def nonstationarity(c: TrainConfig, n_boot: int, rng: np.random.Generator, replicates: int = 1) -> Nonstationarity:
+    """Part 1 of the module docstring on config ``c`` (``c.algo`` must be ``ppo_independent``),
+    over ``replicates`` training replicates from the same start pair: replicate ``r`` uses
+    rollout and evaluation seed ``c.seed + r`` (replicate 0 is the single-replicate measurement).
+    Pooled over replicates: successes are summed (Wilson interval on the pooled counts); every TV
+    is the mean of the replicates' TVs, and its interval comes from the mean of their paired
+    bootstrap draws (each replicate resampled within its own episodes, the draws averaged: a
+    stratified bootstrap of the mean). ``tv_diff_replicates`` lists each replicate's difference:
+    B's learning moves from one training run to the next far more than the evaluation episodes
+    do (measured at 4 updates, seeds 0-2: +0.03, -0.02, +0.31)."""
+    if replicates < 1:
+        raise ValueError(f"replicates={replicates} must be >= 1")
+    tok, p = get_tokenizer(), c.policy
+    shape = PolicyShape(vocab_size=tok.vocab_size, d_model=p.d_model, n_layers=p.n_layers, n_heads=p.n_heads,
+                        max_len=p.max_len)
+    torch.manual_seed(c.seed)
+    start = {a: PolicyModel(shape) for a in AGENTS}
+    warm_start(start, c)
+    engine = train_engine(c)
+    a_only = [i for i in indices_with_bug_in("a", c.env.train_tasks) if i < c.env.train_tasks]
+    counts, words, tv, draws = _pool_replicates(c, start, engine, a_only, n_boot, rng, replicates)
+    tv_frozen, tv_training = float(np.mean(tv["frozen"])), float(np.mean(tv["training"]))
+    return Nonstationarity(
+        success_start=_success_estimate(*counts["start"]), success_frozen=_success_estimate(*counts["frozen"]),
+        success_training=_success_estimate(*counts["training"]),
+        words_start=words["start"], words_frozen=words["frozen"], words_training=words["training"],
+        tv_frozen=Estimate(tv_frozen, *_interval(draws["frozen"])),
+        tv_training=Estimate(tv_training, *_interval(draws["training"])),
+        tv_diff=Estimate(tv_training - tv_frozen, *_interval(draws["training"] - draws["frozen"])),
+        tv_diff_replicates=tuple(t - f for t, f in zip(tv["training"], tv["frozen"])),
+        eval_episodes=eval_episodes(c), updates=pair_updates(c), replicates=replicates)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,16 +308,27 @@ def _ev(values: np.ndarray, returns: np.ndarray) -> float:
     return float(1.0 - (returns - values).var() / var) if var > 0 else float("nan")
 
 
-def critic_information_gap(seed: int, probe_tasks: int, fit_episodes: int, heldout_episodes: int,
-                           demo_noise: float, ridge: float, n_boot: int, rng: np.random.Generator,
-                           c: TrainConfig) -> dict:
-    """Part 2 of the module docstring: ``c22_ev_central``, ``c22_ev_local`` (and per agent), the
-    difference with its paired bootstrap interval, the held-out success rate and point count."""
-    engine = train_engine(c)
-    demo = {a: partial(PairOracle, demo_noise) for a in AGENTS}
-    tasks = list(range(probe_tasks))
-    fit = engine.collect(demo, pair_requests(fit_episodes, 20_000 + seed, task_indices=tasks))
-    held = engine.collect(demo, pair_requests(heldout_episodes, 30_000 + seed, task_indices=tasks))
+@dataclass(frozen=True)
+class CriticGap:
+    """Part 2 of the module docstring: held-out explained variance of the ridge probe on the
+    central and on the local inputs (pooled and per agent), the difference with its paired
+    bootstrap interval, the noisy oracle's held-out success rate and the held-out point count."""
+
+    ev_central: float
+    ev_central_a: float
+    ev_central_b: float
+    ev_local: float
+    ev_local_a: float
+    ev_local_b: float
+    ev_diff: Estimate
+    heldout_success: float
+    heldout_points: int
+
+
+def _probe_values(fit: list[PairEpisode], held: list[PairEpisode], ridge: float) -> tuple[dict, np.ndarray,
+                                                                                          np.ndarray, np.ndarray]:
+    """The probe's held-out values for the central and the local inputs, and the held-out
+    returns, owning episodes and agent ids (the same rows for both inputs)."""
     values, returns, owner, agent = {}, None, None, None
     for kind in ("central", "local"):
         f, g, _ = critic_points(fit, kind == "central")
@@ -279,30 +336,81 @@ def critic_information_gap(seed: int, probe_tasks: int, fit_episodes: int, heldo
         values[kind] = ridge_values(f, g, fh, ridge)
         returns, owner = gh, oh
         agent = np.array([next(k[1] for k in x if k[0] == "agent") for x in fh])
-    out: dict = {}
-    for kind in ("central", "local"):
-        out[f"c22_ev_{kind}"] = _ev(values[kind], returns)
-        for a in AGENTS:
-            sel = agent == a
-            out[f"c22_ev_{kind}_{a}"] = _ev(values[kind][sel], returns[sel])
+    return values, returns, owner, agent
+
+
+def critic_information_gap(seed: int, probe_tasks: int, fit_episodes: int, heldout_episodes: int,
+                           demo_noise: float, ridge: float, n_boot: int, rng: np.random.Generator,
+                           c: TrainConfig) -> CriticGap:
+    """Part 2 of the module docstring: the held-out EV of central and local inputs (pooled and
+    per agent), the difference with its paired bootstrap interval (episodes resampled), the
+    held-out success rate and point count."""
+    engine = train_engine(c)
+    demo = {a: partial(PairOracle, demo_noise) for a in AGENTS}
+    tasks = list(range(probe_tasks))
+    fit = engine.collect(demo, pair_requests(fit_episodes, 20_000 + seed, task_indices=tasks))
+    held = engine.collect(demo, pair_requests(heldout_episodes, 30_000 + seed, task_indices=tasks))
+    values, returns, owner, agent = _probe_values(fit, held, ridge)
+    ev = {kind: _ev(values[kind], returns) for kind in ("central", "local")}
+    per_agent = {(kind, a): _ev(values[kind][agent == a], returns[agent == a])
+                 for kind in ("central", "local") for a in AGENTS}
     episodes = np.unique(owner)
     rows = {e: np.nonzero(owner == e)[0] for e in episodes}
     diff = np.empty(n_boot)
     for k in range(n_boot):
         idx = np.concatenate([rows[e] for e in rng.choice(episodes, size=len(episodes))])
         diff[k] = _ev(values["central"][idx], returns[idx]) - _ev(values["local"][idx], returns[idx])
-    out["c22_ev_diff"] = out["c22_ev_central"] - out["c22_ev_local"]
-    out["c22_ev_diff_lo"], out["c22_ev_diff_hi"] = _interval(diff)
-    out["c22_heldout_success"] = sum(int(ep.a.verified or 0) for ep in held if ep.a is not None) / len(held)
-    out["c22_heldout_points"] = int(len(returns))
-    return out
+    return CriticGap(ev_central=ev["central"], ev_central_a=per_agent["central", "a"],
+                     ev_central_b=per_agent["central", "b"], ev_local=ev["local"],
+                     ev_local_a=per_agent["local", "a"], ev_local_b=per_agent["local", "b"],
+                     ev_diff=Estimate(ev["central"] - ev["local"], *_interval(diff)),
+                     heldout_success=sum(int(ep.a.verified or 0) for ep in held if ep.a is not None) / len(held),
+                     heldout_points=int(len(returns)))
+
+
+@dataclass(frozen=True)
+class C22Result(ClaimResult):
+    """Both parts of the module docstring (:class:`Nonstationarity`, :class:`CriticGap`) and the
+    wall-clock ``seconds`` of the measurement."""
+
+    what: ClassVar[str] = ("multi-agent non-stationarity and a centralized critic (PairFix-v2, ppo_independent runs "
+                           "B frozen vs training; critic inputs on noisy-oracle episodes)")
+    expected: ClassVar[str] = ("B training shifts A's received messages more than B frozen (interval > 0); central "
+                               "inputs' held-out EV > local (interval > 0)")
+    kind: ClassVar[str] = EMPIRICAL
+
+    nonstationarity: Nonstationarity
+    critic: CriticGap
+    seconds: float
+
+    def passes(self) -> bool:
+        """B's learning shifts the messages A receives more than A's own learning and sampling
+        noise do (the paired bootstrap interval of the TV difference is above 0), and the
+        centralized critic's inputs explain held-out returns better than the local ones (the
+        paired bootstrap interval of ``EV_central - EV_local`` is above 0)."""
+        return bool(self.nonstationarity.tv_diff.lo > 0 and self.critic.ev_diff.lo > 0)
+
+    @property
+    def measured(self) -> str:
+        n, c = self.nonstationarity, self.critic
+        reps = ", ".join(f"{x:+.2f}" for x in n.tv_diff_replicates)
+        return (f"PairFix-v2, ppo_independent from one BC start, {n.updates} updates, B frozen vs training, "
+                f"{n.replicates} training replicates x {n.eval_episodes} eval episodes on bug-only-in-a train tasks "
+                f"(pooled): A's success start {n.success_start.show()}, B frozen {n.success_frozen.show()}, B "
+                f"training {n.success_training.show()}; TV of A's received message words to the start (words "
+                f"{n.words_start}): B frozen {n.tv_frozen.show()} (words {n.words_frozen}), B training "
+                f"{n.tv_training.show()} (words {n.words_training}), difference {n.tv_diff.show()} (per replicate "
+                f"{reps}); critic inputs (same ridge probe, {c.heldout_points} held-out decision points, noisy-oracle "
+                f"success {c.heldout_success:.2f}): held-out EV central {c.ev_central:.3f} (a {c.ev_central_a:.3f}, b "
+                f"{c.ev_central_b:.3f}) vs local {c.ev_local:.3f} (a {c.ev_local_a:.3f}, b {c.ev_local_b:.3f}), "
+                f"difference {c.ev_diff.show(3)}; decentralized execution: tests/algos/test_ppo_ctde.py")
 
 
 def measure_c22(seed: int = 0, updates: int = 8, episodes_per_update: int = 16, eval_episodes: int = 48,
                 lr: float = 2e-3, demos: int = 64, bc_epochs: int = 60, d_model: int = 32, n_boot: int = 400,
                 probe_tasks: int = 6, fit_episodes: int = 48, heldout_episodes: int = 48, demo_noise: float = 0.5,
-                ridge: float = 10.0, replicates: int = 3) -> dict:
-    """The C22 numbers (see the module docstring); flat keys ``c22_*``. Deterministic per seed.
+                ridge: float = 10.0, replicates: int = 3) -> C22Result:
+    """The C22 numbers (see the module docstring). Deterministic per seed (but ``seconds``).
     The config is the two-agent claims preset (``experiments.claims.common.pair_claims_config``,
     ``algo=ppo_independent``) with these arguments; ``nonstationarity`` and the critic probe read
     its engine sizes (``num_envs = min(16, episodes_per_update)``), policy shape and PPO fields."""
@@ -312,20 +420,11 @@ def measure_c22(seed: int = 0, updates: int = 8, episodes_per_update: int = 16, 
                            eval_episodes=eval_episodes,
                            overrides=(f"seed={seed}", f"algo.lr={lr}", f"warmstart.demos={demos}",
                                       f"warmstart.epochs={bc_epochs}", f"policy.d_model={d_model}"))
-    out = nonstationarity(c, n_boot, rng, replicates)
-    out.update(critic_information_gap(seed, probe_tasks, fit_episodes, heldout_episodes, demo_noise, ridge, n_boot,
-                                      rng, c))
-    out["c22_seconds"] = time.perf_counter() - t0
-    return out
+    part1 = nonstationarity(c, n_boot, rng, replicates)
+    part2 = critic_information_gap(seed, probe_tasks, fit_episodes, heldout_episodes, demo_noise, ridge, n_boot, rng, c)
+    return C22Result(nonstationarity=part1, critic=part2, seconds=time.perf_counter() - t0)
 
 
-def check_c22(d: dict) -> bool:
-    """The PASS criterion: B's learning shifts the messages A receives more than A's own learning
-    and sampling noise do (the paired bootstrap interval of the TV difference is above 0), and the
-    centralized critic's inputs explain held-out returns better than the local ones (the paired
-    bootstrap interval of ``EV_central - EV_local`` is above 0)."""
-    return bool(d["c22_msg_tv_diff_lo"] > 0 and d["c22_ev_diff_lo"] > 0)
-
-
-__all__ = ["check_c22", "critic_information_gap", "critic_points", "measure_c22", "message_distribution",
-           "ngram_features", "nonstationarity", "paired_tv_bootstrap", "ridge_values", "total_variation"]
+__all__ = ["C22Result", "CriticGap", "Estimate", "Nonstationarity", "critic_information_gap", "critic_points",
+           "measure_c22", "message_distribution", "ngram_features", "nonstationarity", "paired_tv_bootstrap",
+           "ridge_values", "total_variation"]

@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from algos.decisions import GAELayout
-from experiments.claims import criteria
 from experiments.claims import boundaries
 
 torch.set_num_threads(1)
@@ -42,15 +41,15 @@ def test_relabelling_a_compression_terminal_is_built_as_input():
 @pytest.mark.slow
 def test_c17_bootstrap_is_the_value_of_the_compressed_context():
     m = boundaries.measure_c17()
-    assert criteria.c17_passes(m)  # the table's criterion holds on the same numbers
-    bs = m["boundaries"]
-    assert m["rollouts"] == 32 and m["multi_segment"] > 0 and len(bs) >= m["multi_segment"]
-    assert m["gamma"] == 1.0
+    assert m.passes()  # the claim's pass rule holds on the same numbers
+    bs = m.boundaries
+    assert m.rollouts == 32 and m.multi_segment > 0 and len(bs) >= m.multi_segment
+    assert m.gamma == 1.0
     for b in bs:
-        assert b["end"] == "compressed" and b["prefix_ok"] and not b["terminated"] and not b["truncated"]
-        assert b["boot"] == pytest.approx(b["V_cont"], abs=1e-4) == b["V_next_first"]
-        assert abs(b["V_cont"] - b["V_reset"]) > 1e-6
-        assert b["td_c"] == pytest.approx(b["r"] + b["boot"] - b["V"], abs=1e-5)
-        assert b["td_t"] == pytest.approx(b["r"] - b["V"], abs=1e-5)
+        assert b.end == "compressed" and b.prefix_ok and not b.terminated and not b.truncated
+        assert b.bootstrap == pytest.approx(b.value_continuation, abs=1e-4) == b.value_next_first
+        assert abs(b.value_continuation - b.value_reset) > 1e-6
+        assert b.td_continuing == pytest.approx(b.reward + b.bootstrap - b.value, abs=1e-5)
+        assert b.td_terminal == pytest.approx(b.reward - b.value, abs=1e-5)
     # the mislabelling changes the advantages at the boundaries
-    assert max(abs(b["adv_c"] - b["adv_t"]) for b in bs) > 1e-3
+    assert max(abs(b.adv_continuing - b.adv_terminal) for b in bs) > 1e-3

@@ -12,8 +12,8 @@ import pytest
 
 from algos.pair_rollout import PairEpisode, pair_requests
 from experiments.claims.common import pair_claims_config
-from experiments.claims.multiagent import (check_c22, measure_c22, message_distribution, paired_tv_bootstrap,
-                                         ridge_values, total_variation)
+from experiments.claims.multiagent import (C22Result, CriticGap, Estimate, Nonstationarity, measure_c22,
+                                           message_distribution, paired_tv_bootstrap, ridge_values, total_variation)
 from experiments.runtime.pair import eval_episodes, pair_algo_config, pair_num_envs, pair_updates
 from experiments.runtime.schema import AlgoConfig
 
@@ -51,12 +51,25 @@ def test_message_distribution_counts_words_agent_a_received():
     assert message_distribution(eps, "b") == Counter(x=1)
 
 
-def test_criterion():
-    base = {"c22_msg_tv_diff_lo": 0.01, "c22_ev_diff_lo": 0.02}
-    assert check_c22(base)
-    assert not check_c22({**base, "c22_msg_tv_diff_lo": -0.01})
-    assert not check_c22({**base, "c22_ev_diff_lo": 0.0})
-    assert not check_c22({**base, "c22_ev_diff_lo": float("nan")})
+def _result(tv_diff_lo: float, ev_diff_lo: float) -> C22Result:
+    """A hand-made C22 result: only the two interval bounds the pass rule reads vary."""
+    e = Estimate(0.5, 0.4, 0.6)
+    part1 = Nonstationarity(success_start=e, success_frozen=e, success_training=e, words_start=10, words_frozen=10,
+                            words_training=10, tv_frozen=e, tv_training=e, tv_diff=Estimate(0.1, tv_diff_lo, 0.2),
+                            tv_diff_replicates=(0.1,), eval_episodes=6, updates=1, replicates=1)
+    part2 = CriticGap(ev_central=0.3, ev_central_a=0.3, ev_central_b=0.3, ev_local=0.2, ev_local_a=0.2,
+                      ev_local_b=0.2, ev_diff=Estimate(0.1, ev_diff_lo, 0.2), heldout_success=0.5, heldout_points=20)
+    return C22Result(nonstationarity=part1, critic=part2, seconds=1.0)
+
+
+def test_pass_rule():
+    assert _result(0.01, 0.02).passes()
+    assert not _result(-0.01, 0.02).passes()
+    assert not _result(0.01, 0.0).passes()
+    assert not _result(0.01, float("nan")).passes()
+    text = _result(0.01, 0.02).measured
+    assert "difference 0.10 [0.01, 0.20] (per replicate +0.10)" in text
+    assert "difference 0.100 [0.02, 0.20]; decentralized execution" in text
 
 
 def test_ridge_values_hand_computed():
@@ -90,40 +103,39 @@ def tiny():
 
 
 def test_tiny_run_numbers_are_consistent(tiny):
-    d = tiny
-    for run in ("start", "frozen", "training"):
-        s, lo, hi = d[f"c22_success_a_only_{run}"], d[f"c22_success_a_only_{run}_lo"], d[f"c22_success_a_only_{run}_hi"]
-        assert 0.0 <= lo <= s <= hi <= 1.0
+    n, c = tiny.nonstationarity, tiny.critic
+    for e in (n.success_start, n.success_frozen, n.success_training):
+        assert 0.0 <= e.lo <= e.value <= e.hi <= 1.0
         # successes are k / 6 episodes
-        assert s * 6 == pytest.approx(round(s * 6))
-    for run in ("frozen", "training"):
-        assert d[f"c22_success_a_only_{run}_shift"] == pytest.approx(d[f"c22_success_a_only_{run}"] - d["c22_success_a_only_start"])
-        assert 0.0 <= d[f"c22_msg_tv_{run}_lo"] <= d[f"c22_msg_tv_{run}_hi"] <= 1.0
-    assert d["c22_msg_tv_diff"] == pytest.approx(d["c22_msg_tv_training"] - d["c22_msg_tv_frozen"])
-    assert d["c22_msg_tv_diff_lo"] <= d["c22_msg_tv_diff_hi"]
-    for kind in ("central", "local"):
-        pair = [d[f"c22_ev_{kind}_a"], d[f"c22_ev_{kind}_b"]]
+        assert e.value * 6 == pytest.approx(round(e.value * 6))
+    for e in (n.tv_frozen, n.tv_training):
+        assert 0.0 <= e.lo <= e.hi <= 1.0
+    assert n.tv_diff.value == pytest.approx(n.tv_training.value - n.tv_frozen.value)
+    assert n.tv_diff.lo <= n.tv_diff.hi
+    assert (n.eval_episodes, n.updates, n.replicates) == (6, 1, 1)
+    for pair in ((c.ev_central_a, c.ev_central_b), (c.ev_local_a, c.ev_local_b)):
         assert all(not math.isnan(x) and x <= 1.0 for x in pair)
-        assert not math.isnan(d[f"c22_ev_{kind}"]) and d[f"c22_ev_{kind}"] <= 1.0  # pooled over both agents' points
-    assert d["c22_ev_diff"] == pytest.approx(d["c22_ev_central"] - d["c22_ev_local"])
-    assert d["c22_ev_diff_lo"] <= d["c22_ev_diff_hi"]
-    assert d["c22_heldout_points"] > 0
-    assert 0.0 < d["c22_heldout_success"] < 1.0  # noisy oracle data: both outcomes present
+    for pooled in (c.ev_central, c.ev_local):  # pooled over both agents' points
+        assert not math.isnan(pooled) and pooled <= 1.0
+    assert c.ev_diff.value == pytest.approx(c.ev_central - c.ev_local)
+    assert c.ev_diff.lo <= c.ev_diff.hi
+    assert c.heldout_points > 0
+    assert 0.0 < c.heldout_success < 1.0  # noisy oracle data: both outcomes present
+    assert tiny.seconds > 0 and "PairFix-v2, ppo_independent from one BC start, 1 updates" in tiny.measured
 
 
 def test_replicates_pool_to_the_mean_and_replicate_0_is_the_single_run(tiny):
     """Two training replicates (seeds 0 and 1): the first is exactly the one-replicate run; the
     pooled TVs are the means of the replicates'; successes are counts over 2 x 6 episodes."""
-    two = measure_c22(**{**TINY, "replicates": 2})
-    assert two["c22_replicates"] == 2 and len(two["c22_msg_tv_diff_replicates"]) == 2
-    assert two["c22_msg_tv_diff_replicates"][0] == tiny["c22_msg_tv_diff"]
-    assert two["c22_msg_tv_diff"] == pytest.approx(sum(two["c22_msg_tv_diff_replicates"]) / 2)
-    assert two["c22_msg_tv_diff"] == pytest.approx(two["c22_msg_tv_training"] - two["c22_msg_tv_frozen"])
-    assert two["c22_msg_tv_diff_lo"] <= two["c22_msg_tv_diff_hi"]
-    for run in ("start", "frozen", "training"):
-        s = two[f"c22_success_a_only_{run}"]
-        assert s * 12 == pytest.approx(round(s * 12))
-    assert two["c22_messages_received_start"] >= tiny["c22_messages_received_start"]
+    two = measure_c22(**{**TINY, "replicates": 2}).nonstationarity
+    assert two.replicates == 2 and len(two.tv_diff_replicates) == 2
+    assert two.tv_diff_replicates[0] == tiny.nonstationarity.tv_diff.value
+    assert two.tv_diff.value == pytest.approx(sum(two.tv_diff_replicates) / 2)
+    assert two.tv_diff.value == pytest.approx(two.tv_training.value - two.tv_frozen.value)
+    assert two.tv_diff.lo <= two.tv_diff.hi
+    for e in (two.success_start, two.success_frozen, two.success_training):
+        assert e.value * 12 == pytest.approx(round(e.value * 12))
+    assert two.words_start >= tiny.nonstationarity.words_start
     with pytest.raises(ValueError, match="replicates=0 must be >= 1"):
         measure_c22(**{**TINY, "replicates": 0})
 
@@ -131,7 +143,7 @@ def test_replicates_pool_to_the_mean_and_replicate_0_is_the_single_run(tiny):
 @pytest.mark.slow
 def test_tiny_run_is_deterministic(tiny):
     again = measure_c22(**TINY)
-    assert {k: v for k, v in again.items() if k != "c22_seconds"} == {k: v for k, v in tiny.items() if k != "c22_seconds"}
+    assert (again.nonstationarity, again.critic) == (tiny.nonstationarity, tiny.critic)  # all but the seconds
 
 
 def test_critic_points_share_rows_and_the_own_block():

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from entry import EntryResult, run_entry
 from experiments import reproduce_claims as rc
+from experiments.claims.result import EMPIRICAL, ClaimResult
 
 REPO = Path(__file__).resolve().parents[2]
 CLOSED_FORM = ["C1", "C2", "C3", "C4", "C5", "C15", "C16", "C18", "C25"]
@@ -59,16 +62,96 @@ def check_every_row(done: EntryResult) -> None:
 
 def test_registry_matches_claim_ids_and_kinds():
     assert list(rc.CLAIMS) == [f"C{i}" for i in range(1, 26)]
-    assert [cid for cid, c in rc.CLAIMS.items() if c.kind == "closed-form"] == CLOSED_FORM
+    kinds = {cid: rc.result_type(measure).kind for cid, measure in rc.CLAIMS.items()}
+    assert [cid for cid, kind in kinds.items() if kind == "closed-form"] == CLOSED_FORM
+    assert set(kinds.values()) == {"closed-form", "empirical"}
     for cid in CLOSED_FORM:
         measured, status = rc.run_claim(rc.CLAIMS[cid])
         assert status == rc.PASS, (cid, measured)
+        result = rc.CLAIMS[cid]()
+        assert type(result) is rc.result_type(rc.CLAIMS[cid]) and result.passes()
+
+
+def test_every_row_has_its_texts_on_its_result_class():
+    for cid, measure in rc.CLAIMS.items():
+        row = rc.result_type(measure)
+        assert row.what and row.expected and row.kind in ("closed-form", "empirical"), cid
+
+
+@dataclass(frozen=True)
+class Rate(ClaimResult):
+    """A hand-made result: ``rate`` passes above ``need``."""
+
+    what: ClassVar[str] = "w"
+    expected: ClassVar[str] = "e"
+    kind: ClassVar[str] = EMPIRICAL
+
+    rate: float
+    need: float = 0.5
+
+    def passes(self) -> bool:
+        return self.rate > self.need
+
+    @property
+    def measured(self) -> str:
+        return f"rate {self.rate:.2f}"
+
+
+@dataclass(frozen=True)
+class Wrong(ClaimResult):
+    what: ClassVar[str] = "deliberately wrong"
+    expected: ClassVar[str] = "never"
+
+    def passes(self) -> bool:
+        return False
+
+    @property
+    def measured(self) -> str:
+        return "measured 0"
+
+
+@dataclass(frozen=True)
+class BadStatus(Wrong):
+    what: ClassVar[str] = "bad status"
+
+    def status(self) -> str:
+        return "OK"
+
+
+@dataclass(frozen=True)
+class NotRun(Wrong):
+    what: ClassVar[str] = "w"
+    expected: ClassVar[str] = "e"
+    kind: ClassVar[str] = EMPIRICAL
+
+    @property
+    def measured(self) -> str:
+        return "optional; needs #5 (experiments)"
+
+    def status(self) -> str:
+        return rc.OPTIONAL
+
+
+def wrong() -> Wrong:
+    return Wrong()
+
+
+def crashes() -> Wrong:
+    raise RuntimeError("kaput")
+
+
+def bad_status() -> BadStatus:
+    return BadStatus()
+
+
+def not_run() -> NotRun:
+    return NotRun()
 
 
 def test_a_failing_claim_makes_main_return_one(capsys):
     # the closed-form rows only (the empirical ones run trainers; the entry-point tests cover them)
-    claims = {cid: claim for cid, claim in rc.CLAIMS.items() if claim.kind == "closed-form"}
-    claims["C2"] = rc.Claim("C2", "deliberately wrong", "never", lambda: ("measured 0", rc.FAIL))
+    claims = {cid: rc.CLAIMS[cid] for cid in CLOSED_FORM}
+    claims["C2"] = wrong
     assert rc.main(claims) == 1
     out = capsys.readouterr().out
     assert "| C2 | deliberately wrong | never | measured 0 | FAIL |" in out
@@ -76,40 +159,45 @@ def test_a_failing_claim_makes_main_return_one(capsys):
 
 
 def test_a_crashing_or_malformed_check_is_a_fail(capsys):
-    def boom():
-        raise RuntimeError("kaput")
-
-    claims = {
-        "C1": rc.Claim("C1", "crashes", "x", boom),
-        "C2": rc.Claim("C2", "bad status", "x", lambda: ("m", "OK")),
-    }
-    assert rc.main(claims) == 1
+    assert rc.main({"C1": crashes, "C2": bad_status}) == 1
     out = capsys.readouterr().out
-    assert "check raised RuntimeError: kaput | FAIL |" in out
-    assert "unknown status 'OK'" in out
+    assert "| C1 | deliberately wrong | never | check raised RuntimeError: kaput | FAIL |" in out
+    assert "| C2 | bad status | never | check returned unknown status 'OK' (measured 0) | FAIL |" in out
 
 
 def test_optional_does_not_fail(capsys):
-    claims = {"C22": rc.Claim("C22", "w", "e", rc.optional("optional; needs #5 (experiments)"), "empirical")}
-    assert rc.main(claims) == 0
-    assert "| C22 | w | e | optional; needs #5 (experiments) | OPTIONAL |" in capsys.readouterr().out
+    assert rc.main({"C22": not_run}) == 0
+    out = capsys.readouterr().out
+    assert "| C22 | w | e | optional; needs #5 (experiments) | OPTIONAL |" in out
+    assert out.strip().splitlines()[-1] == "closed-form: 0/0 PASS, empirical: 0/0 PASS, optional: 1"
 
 
-def test_a_row_is_a_measurement_its_criterion_and_its_text(capsys):
-    """``measured`` runs the measurement once and formats / judges the same dict; a criterion
-    that does not hold on the numbers makes the row FAIL and ``main`` return 1."""
+def test_a_row_is_its_result_s_texts_and_pass_rule(capsys):
+    """The row's texts come from the result's class and its ``measured``; the pass rule decides
+    the status, and a FAIL makes ``main`` return 1; the measurement runs once."""
     calls = []
 
-    def measure() -> dict:
+    def measure() -> Rate:
         calls.append(1)
-        return {"rate": 0.25}
+        return Rate(0.25)
 
-    check = rc.measured(measure, lambda m: m["rate"] > 0.5, lambda m: f"rate {m['rate']:.2f}")
-    assert check() == ("rate 0.25", rc.FAIL) and len(calls) == 1
-    passing = rc.measured(measure, lambda m: m["rate"] < 0.5, lambda m: f"rate {m['rate']:.2f}")
-    assert passing() == ("rate 0.25", rc.PASS)
-    assert rc.main({"C6": rc.Claim("C6", "w", "e", check, "empirical")}) == 1
+    assert rc.run_claim(measure) == ("rate 0.25", rc.FAIL) and len(calls) == 1
+    assert rc.run_claim(lambda: Rate(0.25, need=0.1)) == ("rate 0.25", rc.PASS)
+    assert rc.main({"C6": measure}) == 1 and len(calls) == 2
     assert "| C6 | w | e | rate 0.25 | FAIL |" in capsys.readouterr().out
+
+
+def test_a_measurement_must_name_its_result_class():
+    def unannotated():
+        return Rate(1.0)
+
+    def annotated_dict() -> dict:
+        return {}
+
+    for measure in (unannotated, annotated_dict):
+        with pytest.raises(TypeError, match="ClaimResult subclass"):
+            rc.result_type(measure)
+    assert rc.result_type(not_run) is NotRun
 
 
 def check_env_rows(done: EntryResult) -> None:
@@ -118,7 +206,7 @@ def check_env_rows(done: EntryResult) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     rows = rows_of(done.stdout)
     for cid in ENV_ROWS:
-        assert rc.CLAIMS[cid].kind == "empirical"
+        assert rc.result_type(rc.CLAIMS[cid]).kind == "empirical"
         assert rows[cid][-1] == "PASS", rows[cid]
         assert not rows[cid][3].startswith("needs #") and any(ch.isdigit() for ch in rows[cid][3]), rows[cid]
     assert "step = one tool call (turn)" in rows["C9"][3]
@@ -133,7 +221,7 @@ def check_trainer_rows(done: EntryResult) -> None:
     in the entry point; each row reports what it measured (numbers), never a placeholder."""
     rows = rows_of(done.stdout)
     for cid in TRAINER_ROWS:
-        assert rc.CLAIMS[cid].kind == "empirical"
+        assert rc.result_type(rc.CLAIMS[cid]).kind == "empirical"
         assert rows[cid][-1] == "PASS", rows[cid]
         assert not rows[cid][3].startswith("needs #") and any(ch.isdigit() for ch in rows[cid][3]), rows[cid]
     assert "Wilson CI" in rows["C6"][3] and "P_mix" in rows["C6"][3]
