@@ -1,8 +1,9 @@
 """Scripted agents: they drive tests, calibration, benchmarks and the behavior-cloning warm start.
 
-Every agent has ``reset(env, seed)`` and ``act(observation, info) -> str`` (one action string).
-``run_episode(env, agent, seed, options)`` plays one episode and returns a summary dict with the
-(observation, action) pairs the agent saw and wrote.
+Every agent follows the one protocol of ``envs.episode``: ``reset(env, seed)`` and
+``act(observation, info) -> str`` (one action string). ``envs.episode.run_episode(env, agent,
+seed, options)`` plays one episode; its record's ``summary()`` holds the end-of-episode numbers and
+the (observation, action) pairs the agent saw and wrote.
 
 BugFix agents (``AGENTS`` registry, build with ``make_agent(name, **kwargs)``):
 
@@ -37,20 +38,14 @@ randomness from its own generator seeded in ``reset``.
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
-import numpy as np
+from typing import Callable
 
 from envs.bugfix import CMPS, FLIP, HIGH, INT_WORDS, INVERT, LOW, OPS, USAGE, VARS, single_token_edits
 from envs.bugfix.tasks import HELDOUT_CONSTANTS, LINK_CONSTANTS, TRAIN_CONSTANTS
-from envs import episode
+from envs.episode import ScriptedAgent, build_agent
 from envs.tools import TIMEOUT_TEXT
 
 _AGENT_SEED_SALT = 0x5EED  # keeps an agent's stream apart from the env's stream of the same seed
-
-
-def _agent_rng(seed: int | None) -> np.random.Generator:
-    return np.random.default_rng(None if seed is None else [int(seed), _AGENT_SEED_SALT])
 
 
 def _strip_turns_left(observation: str) -> str:
@@ -90,17 +85,12 @@ def _test_summary(observation: str) -> tuple[int, int] | None:
     return None
 
 
-class Agent:
-    """Base class: ``reset`` binds the env and seeds the agent's generator."""
+class Agent(ScriptedAgent):
+    """Base of the BugFix agents (``envs.episode.ScriptedAgent``): ``reset`` binds the env and
+    seeds the agent's generator."""
 
     name = "agent"
-
-    def reset(self, env, seed: int | None = None) -> None:
-        self.env = env.unwrapped
-        self.rng = _agent_rng(seed)
-
-    def act(self, observation: str, info: dict) -> str:  # pragma: no cover - interface
-        raise NotImplementedError
+    SEED_SALT = _AGENT_SEED_SALT
 
 
 class PlanAgent(Agent):
@@ -614,16 +604,5 @@ HACK_AGENT_FLAG = {
 
 
 def make_agent(name: str, **kwargs) -> Agent:
-    """Build a registered agent; ``ValueError`` lists the valid names."""
-    try:
-        factory = AGENTS[name]
-    except KeyError:
-        raise ValueError(f"unknown agent {name!r}; allowed: {', '.join(AGENTS)}") from None
-    return factory(**kwargs)
-
-
-def run_episode(env, agent: Agent, seed: int | None = None, options: dict | None = None, max_steps: int = 10_000) -> dict[str, Any]:
-    """Play one episode of ``agent`` in ``env`` (``envs.episode.run_episode``, the one loop) and
-    return its summary (``EpisodeRecord.summary``: stop reason, verified, masked, train reward,
-    turns, tool seconds, hack flags, pass rates, task id, split, steps, rewards, final observation)."""
-    return episode.run_episode(env, agent, seed, options, max_steps).summary()
+    """Build a registered agent (``envs.episode.build_agent``); ``ValueError`` lists the valid names."""
+    return build_agent(AGENTS, name, **kwargs)

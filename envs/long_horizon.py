@@ -6,18 +6,17 @@ Its spec is ``SPEC`` (``envs.spec.EnvSpec``; ``envs/__init__.py`` registers it w
 
 from __future__ import annotations
 
-import string
 from dataclasses import dataclass
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from envs.memory import MemoryFacts
 from envs.spec import EnvSpec
 from envs.state_key import KeyMemo, stable_state_key
-from envs.stop import StopReason, rule_for
-from envs.task_options import SPLITS, task_from_options
+from envs.stop import StopReason
+from envs.task_options import SPLITS
+from envs.text_env import CHARSET, MAX_ACTION_CHARS, MAX_OBS_CHARS, TextEnv, check_int, split_words
 
 SPEC = EnvSpec(
     name="long_horizon",
@@ -26,8 +25,6 @@ SPEC = EnvSpec(
     scripted_agents="envs.long_horizon_agents:make_agent",
     floor_agents="envs.long_horizon_agents:FLOOR_AGENTS",
 )
-TIME_LIMITS = ("truncation", "termination")
-
 APPROACH_NAMES = tuple("ABCDEFGH")
 # Why a wrong approach fails. Fixed per (split, task_index, approach): trying it again gives the
 # same reason. The held-out split may also use the two reasons the train split never shows.
@@ -56,13 +53,8 @@ N_LOG_PAGES = 5
 KEY_RANGE = (0, 99)  # inclusive; the key the notes reveal and `submit N` must match
 PRINT_MAX = 199  # largest integer the vocabulary has; larger counts print as "many"
 
-# Characters an action / observation may contain (the Text spaces). Random Text actions that
-# check_env samples are format errors, never exceptions.
-CHARSET = string.ascii_letters + string.digits + string.punctuation + " \n"
-MAX_ACTION_CHARS = 64
-MAX_OBS_CHARS = 1 << 20
-
-ACTION_CHARSET = frozenset(string.ascii_letters + string.digits + string.punctuation + " ")
+# The Text spaces use envs.text_env's CHARSET: random Text actions that check_env samples are
+# format errors, never exceptions.
 ACTIONS_LINE = "actions : read notes | status | inspect N | step | try X | submit N | forfeit"
 
 # Simulated base latency (seconds) per action kind; each call costs base * U(0.5, 1.5).
@@ -116,7 +108,7 @@ def make_task(split: str, index: int, n_approaches: int) -> LongHorizonTask:
     )
 
 
-class LongHorizonEnv(gym.Env):
+class LongHorizonEnv(TextEnv):
     """Fix a simulated system over many turns; the answer needs a fact read at the very start.
 
     ## Description
@@ -207,7 +199,7 @@ class LongHorizonEnv(gym.Env):
     - v0: 64 train / 16 held-out task instances; ``task_index`` out of range raised.
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    BASE_SECONDS = _BASE_SECONDS
 
     def __init__(
         self,
@@ -219,44 +211,29 @@ class LongHorizonEnv(gym.Env):
         time_limit: str = "truncation",
         render_mode: str | None = None,
     ) -> None:
-        _check_int("n_stages", n_stages, 1, 1000)
-        _check_int("n_approaches", n_approaches, 2, len(APPROACH_NAMES))
-        _check_int("verbose", verbose, 0, 10000)
-        if max_turns is None:
-            max_turns = n_stages + n_approaches + 4
-        _check_int("max_turns", max_turns, 1, 100000)
-        _check_int("max_format_errors", max_format_errors, 1, 1000)
-        if time_limit not in TIME_LIMITS:
-            raise ValueError(f"time_limit={time_limit!r} unknown; allowed: {', '.join(TIME_LIMITS)}")
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode={render_mode!r} unknown; allowed: None, ansi")
+        check_int("n_stages", n_stages, 1, 1000)
+        check_int("n_approaches", n_approaches, 2, len(APPROACH_NAMES))
+        check_int("verbose", verbose, 0, 10000)
+        self._init_limits(n_stages + n_approaches + 4 if max_turns is None else max_turns,
+                          max_format_errors, time_limit)
+        self._init_frame(render_mode, spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=CHARSET),
+                         spaces.Text(MAX_OBS_CHARS, min_length=1, charset=CHARSET))
         self.n_stages = n_stages
         self.n_approaches = n_approaches
         self.verbose = verbose
-        self.max_turns = max_turns
-        self.max_format_errors = max_format_errors
-        self.time_limit = time_limit
-        self.render_mode = render_mode
         self.approaches = APPROACH_NAMES[:n_approaches]
-
-        self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=CHARSET)
-        self.observation_space = spaces.Text(MAX_OBS_CHARS, min_length=1, charset=CHARSET)
 
         self.task: LongHorizonTask | None = None
         # state_key: the env part (hashed once) and a memo (task id, stages done, fix, tried any) -> key
         self._key_identity = format(stable_state_key({"env": "LongHorizon-v1", "n_stages": n_stages,
                                                       "n_approaches": n_approaches, "verbose": verbose}), "016x")
         self._key_memo = KeyMemo()
-        self._done = True
-        self._last_obs = ""
 
-    # ------------------------------------------------------------------ Gymnasium API
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
-        split, index = task_from_options(options, self.np_random)
+    # ------------------------------------------------------------------ TextEnv parts
+    def _start(self, split: str, index: int) -> str:
+        """Pick task ``index`` of ``split``, reset the episode state; the reset text is the task
+        statement."""
         self.task = make_task(split, index, self.n_approaches)
-
-        self._turn = 0
         self._stages_done = 0
         self._fix: str | None = None
         self._notes_read = False
@@ -264,66 +241,10 @@ class LongHorizonEnv(gym.Env):
         self._failed: list[str] = []  # failed approaches, in order of first failure
         self._inspected: set[int] = set()
         self._last_kind = ""
-        self._format_errors = 0
-        self._tool_seconds = 0.0
-        self._train_reward = 0.0
         self._repeated_failed = 0
         self._redundant = 0
         self._answer: int | None = None
-        self._done = False
-        self._last_obs = self._with_turns_left(self.task_statement())
-        return self._last_obs, self._info(0.0, "ok")
-
-    def step(self, action: str):
-        if self.task is None or self._done:
-            raise RuntimeError("step() called before reset() or after the episode ended; call reset()")
-        self._turn += 1
-        parsed = self._parse(action)
-        reward = 0.0
-        stop: StopReason | None = None
-        if isinstance(parsed, str):  # a format error: its message
-            self._format_errors += 1
-            obs, status, seconds = parsed, "format_error", 0.0
-            if self._format_errors >= self.max_format_errors:
-                stop = StopReason.FORMAT_ERRORS
-                obs += "\nepisode ended : too many format errors ."
-        else:
-            self._format_errors = 0
-            kind, arg = parsed
-            seconds = round(_BASE_SECONDS.get(kind, 0.0) * (0.5 + float(self.np_random.random())), 3)
-            obs, status, stop, reward = self._execute(kind, arg)
-            self._last_kind = kind
-        self._tool_seconds = round(self._tool_seconds + seconds, 6)
-        self._train_reward += reward
-
-        terminated = truncated = False
-        if stop is None and self._turn >= self.max_turns:
-            stop = StopReason.TURN_LIMIT if self.time_limit == "termination" else StopReason.MAX_TURNS
-        info = self._info(seconds, status)
-        if stop is not None:
-            rule = rule_for(stop)
-            terminated, truncated = rule.terminated, rule.truncated
-            self._done = True
-            info.update(
-                stop_reason=stop.value,
-                masked=rule.masked,
-                verified=None if rule.masked else self._verify(),
-                train_reward=self._train_reward,
-            )
-        else:
-            obs = self._with_turns_left(obs)
-        self._last_obs = obs
-        return obs, reward, terminated, truncated, info
-
-    def _with_turns_left(self, text: str) -> str:
-        if self.time_limit != "termination":
-            return text
-        return f"{text}\nturns left : {self.max_turns - self._turn}"
-
-    def render(self):
-        if self.render_mode == "ansi":
-            return self._last_obs
-        return None
+        return self.task_statement()
 
     # ------------------------------------------------------------------ contract methods
     def task_statement(self) -> str:
@@ -387,13 +308,9 @@ class LongHorizonEnv(gym.Env):
 
     def _parse(self, action) -> tuple[str, object] | str:
         """``(kind, argument)`` for a well-formed action, else the format-error message."""
-        if not isinstance(action, str) or len(action) > MAX_ACTION_CHARS:
-            return f"error: malformed action : too long .\n{ACTIONS_LINE}"
-        if not ACTION_CHARSET.issuperset(action):
-            return f"error: malformed action : whitespace .\n{ACTIONS_LINE}"
-        words = [w for w in action.split(" ") if w]
-        if not words:
-            return f"error: malformed action : empty .\n{ACTIONS_LINE}"
+        words = split_words(action, ACTIONS_LINE)
+        if isinstance(words, str):
+            return words
         head, args = words[0], words[1:]
         if head == "read":
             if args == ["notes"]:
@@ -481,19 +398,12 @@ class LongHorizonEnv(gym.Env):
         assert kind == "forfeit", kind
         return "forfeit : episode ended .", "ok", StopReason.FORFEIT, 0.0
 
-    def _info(self, step_seconds: float, status: str) -> dict:
+    def _env_info(self) -> dict:
+        """Stages left and the two cumulative counters (``## Info``)."""
         return {
-            "turn": self._turn,
-            "tool_seconds": self._tool_seconds,
-            "step_tool_seconds": step_seconds,
-            "tool_status": status,
-            "hack_flags": {},
-            "task_id": self.task.task_id,
-            "split": self.task.split,
             "stages_left": self.n_stages - self._stages_done,
             "repeated_failed_approaches": self._repeated_failed,
             "redundant_actions": self._redundant,
-            "state_key": self.state_key(),
         }
 
     def state_key(self) -> int:
@@ -503,7 +413,3 @@ class LongHorizonEnv(gym.Env):
         # a state met before (this env, any episode) hashes nothing
         return self._key_memo.get(state, lambda: stable_state_key([self._key_identity, *state]))
 
-
-def _check_int(name: str, value, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
-        raise ValueError(f"{name}={value!r} out of range; allowed: an int in {low}..{high}")

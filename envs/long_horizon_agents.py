@@ -1,13 +1,13 @@
 """Scripted agents for ``agentrl/LongHorizon-v1`` (tests, calibration, claim C10, BC demos).
 
-Same interface as the BugFix agents (``envs/agents.py``): ``agent.reset(env, seed)`` before each
-episode (after ``env.reset``), then ``agent.act(observation, info) -> str`` once per turn. Every
-action an agent emits is made of vocabulary words (a policy could have produced it), including the
-deliberately malformed ones. Registry ``AGENTS`` / ``make_agent(name, **kwargs)``: ``oracle``,
-``noisy_oracle`` (``mistake_rate``), ``random``, ``forgetful`` (tries approaches at random, not
-remembering which failed), ``context_reader``. Each agent draws from its own
-generator seeded in ``reset`` (salted, so it never mirrors the env's stream of the same seed).
-``run_episode`` plays one episode and returns its transcript.
+The one agent protocol of ``envs.episode`` (``agent.reset(env, seed)`` after ``env.reset``, then
+``agent.act(observation, info) -> str`` once per turn; ``envs.episode.run_episode`` plays an
+episode). Every action an agent emits is made of vocabulary words (a policy could have produced
+it), including the deliberately malformed ones. Registry ``AGENTS`` / ``make_agent(name,
+**kwargs)``: ``oracle``, ``noisy_oracle`` (``mistake_rate``), ``random``, ``forgetful`` (tries
+approaches at random, not remembering which failed), ``context_reader``. Each agent draws from its
+own generator seeded in ``reset`` (``envs.episode.ScriptedAgent``; salted, so it never mirrors the
+env's stream of the same seed).
 """
 
 from __future__ import annotations
@@ -15,10 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from envs.episode import EpisodeRecord
-from envs.episode import run_episode as _run_episode
+from envs.episode import RandomActionAgent, ScriptedAgent, build_agent
 from envs.long_horizon import APPROACH_NAMES, KEY_RANGE, N_LOG_PAGES
 
 # Malformed (but in-vocabulary) actions the random and noisy agents use.
@@ -31,23 +28,18 @@ MALFORMED_ACTIONS = (
 _AGENT_SEED_SALT = 0x10C6A
 
 
-def _agent_rng(seed: int | None) -> np.random.Generator:
-    return np.random.default_rng(None if seed is None else [int(seed), _AGENT_SEED_SALT])
-
-
-def _base(env):
-    return env.unwrapped
-
-
-class OracleAgent:
+class OracleAgent(ScriptedAgent):
     """Knows the hidden task (privileged): read notes, try the working approach, finish every
     stage, submit the key. ``n_stages + 3`` turns; succeeds on every task."""
+
+    SEED_SALT = _AGENT_SEED_SALT
 
     def __init__(self, read_notes: bool = True) -> None:
         self.read_notes = read_notes
 
     def reset(self, env, seed: int | None = None) -> None:
-        self.task = _base(env).task
+        super().reset(env, seed)
+        self.task = self.env.task
         self._notes_done = not self.read_notes
         self._fixed = False
 
@@ -83,8 +75,7 @@ class NoisyOracleAgent(OracleAgent):
 
     def reset(self, env, seed: int | None = None) -> None:
         super().reset(env, seed)
-        self.rng = _agent_rng(seed)
-        self.approaches = _base(env).approaches
+        self.approaches = self.env.approaches
 
     def act(self, observation: str, info: dict) -> str:
         if self.rng.random() >= self.mistake_rate:
@@ -105,27 +96,22 @@ class NoisyOracleAgent(OracleAgent):
         return MALFORMED_ACTIONS[int(self.rng.integers(len(MALFORMED_ACTIONS)))]
 
 
-class RandomAgent:
-    """Samples actions: mostly valid non-terminal ones, ``p_invalid`` malformed ones (including a
-    ``compact`` request now and then), and rarely ``submit`` (a random key) or ``forfeit``."""
+class RandomAgent(RandomActionAgent):
+    """Samples actions (``envs.episode.RandomActionAgent``): mostly valid non-terminal ones,
+    ``p_invalid`` malformed ones (including a ``compact`` request now and then), and rarely
+    ``submit`` (a random key) or ``forfeit``."""
 
-    def __init__(self, p_invalid: float = 0.2, p_submit: float = 0.03, p_forfeit: float = 0.01) -> None:
-        self.p_invalid, self.p_submit, self.p_forfeit = p_invalid, p_submit, p_forfeit
+    SEED_SALT = _AGENT_SEED_SALT
+    MALFORMED_ACTIONS = MALFORMED_ACTIONS
 
     def reset(self, env, seed: int | None = None) -> None:
-        self.rng = _agent_rng(seed)
-        self.approaches = _base(env).approaches
+        super().reset(env, seed)
+        self.approaches = self.env.approaches
 
-    def act(self, observation: str, info: dict) -> str:
-        u = self.rng.random()
-        if u < self.p_forfeit:
-            return "forfeit"
-        if u < self.p_forfeit + self.p_submit:
-            return f"submit {int(self.rng.integers(KEY_RANGE[0], KEY_RANGE[1] + 1))}"
-        if u < self.p_forfeit + self.p_submit + self.p_invalid:
-            if self.rng.random() < 0.1:
-                return "compact"
-            return MALFORMED_ACTIONS[int(self.rng.integers(len(MALFORMED_ACTIONS)))]
+    def submit_action(self) -> str:
+        return f"submit {int(self.rng.integers(KEY_RANGE[0], KEY_RANGE[1] + 1))}"
+
+    def valid_action(self) -> str:
         kind = int(self.rng.integers(5))
         if kind == 0:
             return "read notes"
@@ -138,14 +124,16 @@ class RandomAgent:
         return f"try {self.approaches[int(self.rng.integers(len(self.approaches)))]}"
 
 
-class ForgetfulAgent:
+class ForgetfulAgent(ScriptedAgent):
     """Reads the notes and remembers the key, but forgets what it tried: each try is an approach
     drawn uniformly at random (failed ones included) until one works; then steps and submits.
     Sits between the random floor and the oracle ceiling (``experiments.calibrate``)."""
 
+    SEED_SALT = _AGENT_SEED_SALT
+
     def reset(self, env, seed: int | None = None) -> None:
-        self.rng = _agent_rng(seed)
-        self.approaches = _base(env).approaches
+        super().reset(env, seed)
+        self.approaches = self.env.approaches
         self.key: int | None = None
         self.fixed = False
         self.read = False
@@ -207,7 +195,7 @@ def read_context(text: str) -> ContextKnowledge:
     return k
 
 
-class ContextReadingAgent:
+class ContextReadingAgent(ScriptedAgent):
     """Decides ONLY from the text of its current context, like a policy with a context window.
 
     The context is the concatenation of the observations received since the last compression: on
@@ -220,8 +208,10 @@ class ContextReadingAgent:
     compression, and never sends ``compact``.
     """
 
+    SEED_SALT = _AGENT_SEED_SALT
+
     def reset(self, env, seed: int | None = None) -> None:
-        self.rng = _agent_rng(seed)
+        super().reset(env, seed)
         self.order = [APPROACH_NAMES[i] for i in self.rng.permutation(len(APPROACH_NAMES))]
         self.context: list[str] = []
 
@@ -247,9 +237,6 @@ class ContextReadingAgent:
         return f"submit {int(self.rng.integers(KEY_RANGE[0], KEY_RANGE[1] + 1))}"
 
 
-Episode = EpisodeRecord  # the transcript type of run_episode (envs/episode.py)
-
-
 AGENTS = {
     "oracle": OracleAgent,
     "noisy_oracle": NoisyOracleAgent,
@@ -262,17 +249,6 @@ FLOOR_AGENTS = ("random",)
 
 
 def make_agent(name: str, **kwargs):
-    """Build a registered LongHorizon agent; ``ValueError`` lists the valid names."""
-    try:
-        factory = AGENTS[name]
-    except KeyError:
-        raise ValueError(f"unknown agent {name!r}; allowed: {', '.join(AGENTS)}") from None
-    return factory(**kwargs)
-
-
-def run_episode(
-    env, agent, seed: int | None = None, options: dict | None = None, max_steps: int = 100_000
-) -> EpisodeRecord:
-    """Reset ``env`` (and the agent) with ``seed``/``options`` and play until the episode ends
-    (``envs.episode.run_episode``, the one loop every agent uses)."""
-    return _run_episode(env, agent, seed, options, max_steps)
+    """Build a registered LongHorizon agent (``envs.episode.build_agent``); ``ValueError`` lists
+    the valid names."""
+    return build_agent(AGENTS, name, **kwargs)

@@ -7,18 +7,17 @@ Pure Python, no I/O, no torch.
 
 from __future__ import annotations
 
-import string
 from dataclasses import dataclass
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from envs.memory import MemoryFacts
 from envs.spec import EnvSpec
 from envs.state_key import KeyMemo, stable_state_key
-from envs.stop import StopReason, rule_for
-from envs.task_options import SPLITS, task_from_options
+from envs.stop import StopReason
+from envs.task_options import SPLITS
+from envs.text_env import CHARSET, MAX_ACTION_CHARS, MAX_OBS_CHARS, TextEnv, check_int, split_words
 
 SPEC = EnvSpec(
     name="long_horizon_v3",
@@ -28,7 +27,6 @@ SPEC = EnvSpec(
     floor_agents="envs.long_horizon_v3_agents:FLOOR_AGENTS",
 )
 
-TIME_LIMITS = ("truncation", "termination")
 # The inputs a stage can fail on (the keys of the notes' table) and the approach names (its
 # values). Both splits draw from all of them: every word a held-out episode shows or needs is
 # shown and needed in train episodes too.
@@ -44,10 +42,6 @@ FILLER_WORDS = (
 FILLER_WORDS_PER_LINE = 10
 PRINT_MAX = 199  # largest integer the vocabulary has; larger counts print as "many"
 
-CHARSET = string.ascii_letters + string.digits + string.punctuation + " \n"
-MAX_ACTION_CHARS = 64
-MAX_OBS_CHARS = 1 << 20
-ACTION_CHARSET = frozenset(string.ascii_letters + string.digits + string.punctuation + " ")
 ACTIONS_LINE = "actions : read notes | status | fix input X | submit | forfeit"
 
 # Simulated base latency (seconds) per action kind; each call costs base * U(0.5, 1.5).
@@ -119,7 +113,7 @@ def make_task(split: str, index: int, n_rules: int, n_stages: int) -> LongHorizo
     return LongHorizonV3Task(f"lh3-{split}-{index}", split, index, table, tuple(inputs), tuple(stages))
 
 
-class LongHorizonV3Env(gym.Env):
+class LongHorizonV3Env(TextEnv):
     """Finish ``n_stages`` stages, each with the approach a rule table read at the start gives.
 
     ## Description
@@ -219,7 +213,7 @@ class LongHorizonV3Env(gym.Env):
     - v0: 64 train / 16 held-out task instances.
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    BASE_SECONDS = _BASE_SECONDS
 
     def __init__(
         self,
@@ -232,30 +226,18 @@ class LongHorizonV3Env(gym.Env):
         render_mode: str | None = None,
         check_prob: float = 0.0,
     ) -> None:
-        _check_int("n_rules", n_rules, 2, len(INPUTS))
+        check_int("n_rules", n_rules, 2, len(INPUTS))
         if isinstance(check_prob, bool) or not isinstance(check_prob, (int, float)) or not 0.0 <= check_prob <= 1.0:
             raise ValueError(f"check_prob={check_prob!r} out of range; allowed: a number in [0, 1]")
-        _check_int("n_stages", n_stages, n_rules, 1000, f" (at least n_rules={n_rules})")
-        _check_int("verbose", verbose, 0, 10000)
-        if max_turns is None:
-            max_turns = n_stages + 6
-        _check_int("max_turns", max_turns, 1, 100000)
-        _check_int("max_format_errors", max_format_errors, 1, 1000)
-        if time_limit not in TIME_LIMITS:
-            raise ValueError(f"time_limit={time_limit!r} unknown; allowed: {', '.join(TIME_LIMITS)}")
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode={render_mode!r} unknown; allowed: None, ansi")
+        check_int("n_stages", n_stages, n_rules, 1000, f" (at least n_rules={n_rules})")
+        check_int("verbose", verbose, 0, 10000)
+        self._init_limits(n_stages + 6 if max_turns is None else max_turns, max_format_errors, time_limit)
+        self._init_frame(render_mode, spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=CHARSET),
+                         spaces.Text(MAX_OBS_CHARS, min_length=1, charset=CHARSET))
         self.n_stages = n_stages
         self.n_rules = n_rules
         self.verbose = verbose
-        self.max_turns = max_turns
-        self.max_format_errors = max_format_errors
-        self.time_limit = time_limit
-        self.render_mode = render_mode
         self.check_prob = float(check_prob)
-
-        self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=CHARSET)
-        self.observation_space = spaces.Text(MAX_OBS_CHARS, min_length=1, charset=CHARSET)
 
         self.task: LongHorizonV3Task | None = None
         identity = {"env": "LongHorizon-v3", "n_stages": n_stages, "n_rules": n_rules, "verbose": verbose}
@@ -263,72 +245,22 @@ class LongHorizonV3Env(gym.Env):
             identity["check_prob"] = self.check_prob
         self._key_identity = format(stable_state_key(identity), "016x")
         self._key_memo = KeyMemo()
-        self._done = True
-        self._last_obs = ""
 
-    # ------------------------------------------------------------------ Gymnasium API
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
-        split, index = task_from_options(options, self.np_random)
+    # ------------------------------------------------------------------ TextEnv parts
+    def _start(self, split: str, index: int) -> str:
+        """Pick task ``index`` of ``split``, reset the episode state; the reset text is the task
+        statement and the first stage's line."""
         self.task = make_task(split, index, self.n_rules, self.n_stages)
-        self._turn = 0
         self._stages_done = 0
         self._fixes: list[str] = []
         self._wrong = 0
         self._first_wrong = 0
         self._notes_read = False
         self._last_kind = ""
-        self._format_errors = 0
-        self._tool_seconds = 0.0
-        self._train_reward = 0.0
         self._redundant = 0
         self._submitted = False
         self._failed_check_shown = False
-        self._done = False
-        self._last_obs = self._with_turns_left(f"{self.task_statement()}\n{self._stage_line()}")
-        return self._last_obs, self._info(0.0, "ok")
-
-    def step(self, action):
-        if self.task is None or self._done:
-            raise RuntimeError("step() called before reset() or after the episode ended; call reset()")
-        self._turn += 1
-        parsed = self._parse(action)
-        reward = 0.0
-        stop: StopReason | None = None
-        if isinstance(parsed, str):  # a format error: its message
-            self._format_errors += 1
-            obs, status, seconds = parsed, "format_error", 0.0
-            if self._format_errors >= self.max_format_errors:
-                stop = StopReason.FORMAT_ERRORS
-                obs += "\nepisode ended : too many format errors ."
-        else:
-            self._format_errors = 0
-            kind, arg = parsed
-            seconds = round(_BASE_SECONDS.get(kind, 0.0) * (0.5 + float(self.np_random.random())), 3)
-            obs, status, stop, reward = self._execute(kind, arg)
-            self._last_kind = kind
-        self._tool_seconds = round(self._tool_seconds + seconds, 6)
-        self._train_reward += reward
-
-        terminated = truncated = False
-        if stop is None and self._turn >= self.max_turns:
-            stop = StopReason.TURN_LIMIT if self.time_limit == "termination" else StopReason.MAX_TURNS
-        info = self._info(seconds, status)
-        if stop is not None:
-            rule = rule_for(stop)
-            terminated, truncated = rule.terminated, rule.truncated
-            self._done = True
-            info.update(stop_reason=stop.value, masked=rule.masked,
-                        verified=None if rule.masked else self._verify(), train_reward=self._train_reward)
-        else:
-            obs = self._with_turns_left(obs)
-        self._last_obs = obs
-        return obs, reward, terminated, truncated, info
-
-    def render(self):
-        if self.render_mode == "ansi":
-            return self._last_obs
-        return None
+        return f"{self.task_statement()}\n{self._stage_line()}"
 
     # ------------------------------------------------------------------ contract methods
     def task_statement(self) -> str:
@@ -376,11 +308,6 @@ class LongHorizonV3Env(gym.Env):
         if self.task is None:
             raise RuntimeError("call reset() first")
 
-    def _with_turns_left(self, text: str) -> str:
-        if self.time_limit != "termination":
-            return text
-        return f"{text}\nturns left : {self.max_turns - self._turn}"
-
     def _stage_line(self) -> str:
         k = self._stages_done
         if k >= self.n_stages:
@@ -398,13 +325,9 @@ class LongHorizonV3Env(gym.Env):
 
     def _parse(self, action) -> tuple[str, object] | str:
         """``(kind, argument)`` for a well-formed action, else the format-error message."""
-        if not isinstance(action, str) or len(action) > MAX_ACTION_CHARS:
-            return f"error: malformed action : too long .\n{ACTIONS_LINE}"
-        if not ACTION_CHARSET.issuperset(action):
-            return f"error: malformed action : whitespace .\n{ACTIONS_LINE}"
-        words = [w for w in action.split(" ") if w]
-        if not words:
-            return f"error: malformed action : empty .\n{ACTIONS_LINE}"
+        words = split_words(action, ACTIONS_LINE)
+        if isinstance(words, str):
+            return words
         head, args = words[0], words[1:]
         if head == "read":
             return ("read", None) if args == ["notes"] else "error: usage: read notes"
@@ -470,23 +393,12 @@ class LongHorizonV3Env(gym.Env):
         assert kind == "forfeit", kind
         return "forfeit : episode ended .", "ok", StopReason.FORFEIT, 0.0
 
-    def _info(self, step_seconds: float, status: str) -> dict:
+    def _env_info(self) -> dict:
+        """Stages left, the wrong fixes and the redundant actions (``## Info``)."""
         return {
-            "turn": self._turn,
-            "tool_seconds": self._tool_seconds,
-            "step_tool_seconds": step_seconds,
-            "tool_status": status,
-            "hack_flags": {},
-            "task_id": self.task.task_id,
-            "split": self.task.split,
             "stages_left": self.n_stages - self._stages_done,
             "wrong_fixes": self._wrong,
             "first_wrong_stage": self._first_wrong,
             "redundant_actions": self._redundant,
-            "state_key": self.state_key(),
         }
 
-
-def _check_int(name: str, value, low: int, high: int, note: str = "") -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
-        raise ValueError(f"{name}={value!r} out of range; allowed: an int in {low}..{high}{note}")

@@ -1,8 +1,8 @@
 """Scripted agents for ``agentrl/LongHorizon-v3`` (tests, calibration, behaviour-cloning demos).
 
-Same interface as the other scripted agents (``envs/agents.py``): ``agent.reset(env, seed)``
-after ``env.reset``, then ``agent.act(observation, info) -> str`` once per turn; every action is
-made of vocabulary words. Registry ``AGENTS`` / ``make_agent(name, **kwargs)``:
+The one agent protocol of ``envs.episode`` (``agent.reset(env, seed)`` after ``env.reset``, then
+``agent.act(observation, info) -> str`` once per turn; ``envs.episode.run_episode`` plays an
+episode); every action is made of vocabulary words. Registry ``AGENTS`` / ``make_agent(name, **kwargs)``:
 
 - ``oracle``: knows the task (privileged); ``n_stages + 2`` turns, solves every task.
 - ``noisy_oracle`` (``mistake_rate``): the oracle, except that with probability ``mistake_rate``
@@ -16,17 +16,15 @@ made of vocabulary words. Registry ``AGENTS`` / ``make_agent(name, **kwargs)``:
   approaches for distinct inputs, kept for the episode): the best play without the table.
 - ``random``: random actions, some malformed, rarely ``submit`` / ``forfeit``.
 
-Each agent draws from its own generator seeded in ``reset`` (salted, never the env's stream).
+Each agent draws from its own generator seeded in ``reset`` (``envs.episode.ScriptedAgent``;
+salted, never the env's stream).
 """
 
 from __future__ import annotations
 
 import re
 
-import numpy as np
-
-from envs.episode import EpisodeRecord
-from envs.episode import run_episode as _run_episode
+from envs.episode import RandomActionAgent, ScriptedAgent, build_agent
 from envs.long_horizon_v3 import FIX_NAMES, INPUTS
 
 MALFORMED_ACTIONS = (
@@ -39,18 +37,16 @@ _RE_RULE = re.compile(r"\b(" + "|".join(INPUTS) + r") ([A-H])\b")
 _RE_STAGE = re.compile(r"(?:fails on (\w+) \.|no stages left : submit)")
 
 
-def _agent_rng(seed: int | None) -> np.random.Generator:
-    return np.random.default_rng(None if seed is None else [int(seed), _AGENT_SEED_SALT])
-
-
-class OracleAgent:
+class OracleAgent(ScriptedAgent):
     """Reads the notes, fixes every stage with its answer, submits (privileged: reads the task)."""
+
+    SEED_SALT = _AGENT_SEED_SALT
 
     def __init__(self, read_notes: bool = True) -> None:
         self.read_notes = read_notes
 
     def reset(self, env, seed: int | None = None) -> None:
-        self.env = env.unwrapped
+        super().reset(env, seed)
         self.task = self.env.task
         self._notes_done = not self.read_notes
 
@@ -80,7 +76,6 @@ class NoisyOracleAgent(OracleAgent):
 
     def reset(self, env, seed: int | None = None) -> None:
         super().reset(env, seed)
-        self.rng = _agent_rng(seed)
         n = self.env.n_stages
         self.mistake_stage = int(self.rng.integers(n)) if self.rng.random() < self.mistake_rate else -1
         answers = sorted(set(self.task.table.values()))
@@ -110,12 +105,14 @@ def current_input(text: str) -> str | None:
     return found[-1].group(1) or ""
 
 
-class ContextReadingAgent:
+class ContextReadingAgent(ScriptedAgent):
     """Decides only from its own context: the observations since the last compression (a step
     whose ``info`` has ``"compression"`` restarts it from the compressed observation), or only the
     last ``window`` observations when ``window`` is set. Rules: read the notes while no table is in
     the context and no stage is done; ``submit`` once no stage is left; fix the current input with
     the approach the context's table gives, else with a guess (distinct per input, kept)."""
+
+    SEED_SALT = _AGENT_SEED_SALT
 
     def __init__(self, window: int | None = None) -> None:
         if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
@@ -123,7 +120,7 @@ class ContextReadingAgent:
         self.window = window
 
     def reset(self, env, seed: int | None = None) -> None:
-        self.rng = _agent_rng(seed)
+        super().reset(env, seed)
         self.context: list[str] = []
         self.guesses: dict = {}
         self.acted = False
@@ -177,26 +174,18 @@ class ProgramBlindAgent(ContextReadingAgent):
         return f"fix {name} {self._guess(name)}"
 
 
-class RandomAgent:
-    """Samples actions: mostly ``fix`` / ``status`` / ``read notes``, ``p_invalid`` malformed ones
-    (a ``compact`` request now and then), rarely ``submit`` or ``forfeit``."""
+class RandomAgent(RandomActionAgent):
+    """Samples actions (``envs.episode.RandomActionAgent``): mostly ``fix`` / ``status`` /
+    ``read notes``, ``p_invalid`` malformed ones (a ``compact`` request now and then), rarely
+    ``submit`` or ``forfeit``."""
 
-    def __init__(self, p_invalid: float = 0.2, p_submit: float = 0.03, p_forfeit: float = 0.01) -> None:
-        self.p_invalid, self.p_submit, self.p_forfeit = p_invalid, p_submit, p_forfeit
+    SEED_SALT = _AGENT_SEED_SALT
+    MALFORMED_ACTIONS = MALFORMED_ACTIONS
 
-    def reset(self, env, seed: int | None = None) -> None:
-        self.rng = _agent_rng(seed)
+    def submit_action(self) -> str:
+        return "submit"
 
-    def act(self, observation: str, info: dict) -> str:
-        u = self.rng.random()
-        if u < self.p_forfeit:
-            return "forfeit"
-        if u < self.p_forfeit + self.p_submit:
-            return "submit"
-        if u < self.p_forfeit + self.p_submit + self.p_invalid:
-            if self.rng.random() < 0.1:
-                return "compact"
-            return MALFORMED_ACTIONS[int(self.rng.integers(len(MALFORMED_ACTIONS)))]
+    def valid_action(self) -> str:
         kind = int(self.rng.integers(4))
         if kind == 0:
             return "read notes"
@@ -218,15 +207,6 @@ FLOOR_AGENTS = ("random", "program_blind", "forgetful")
 
 
 def make_agent(name: str, **kwargs):
-    """Build a registered LongHorizon-v3 agent; ``ValueError`` lists the valid names."""
-    try:
-        factory = AGENTS[name]
-    except KeyError:
-        raise ValueError(f"unknown agent {name!r}; allowed: {', '.join(AGENTS)}") from None
-    return factory(**kwargs)
-
-
-def run_episode(env, agent, seed: int | None = None, options: dict | None = None,
-                max_steps: int = 100_000) -> EpisodeRecord:
-    """Reset ``env`` and the agent, play until the episode ends (``envs.episode.run_episode``)."""
-    return _run_episode(env, agent, seed, options, max_steps)
+    """Build a registered LongHorizon-v3 agent (``envs.episode.build_agent``); ``ValueError``
+    lists the valid names."""
+    return build_agent(AGENTS, name, **kwargs)

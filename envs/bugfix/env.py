@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import gymnasium
 import numpy as np
 from gymnasium import spaces
 
@@ -20,8 +19,8 @@ from envs.bugfix.state_key import RepositoryKeys
 from envs.bugfix.tasks import Task, make_task
 from envs.bugfix.trap_tools import TrapTools
 from envs.memory import MemoryFacts
-from envs.stop import StopReason, rule_for
-from envs.task_options import task_from_options
+from envs.stop import StopReason, StopRule
+from envs.text_env import TextEnv, Turn
 from envs.tools import ToolResult, ToolSimulator
 
 TASK_TEXT = "task : fix main so that all tests pass . files : main tests ref log"
@@ -37,7 +36,7 @@ class _Snapshot:
     skipped: bool
 
 
-class BugFixEnv(TrapTools, gymnasium.Env):
+class BugFixEnv(TrapTools, TextEnv):
     """Fix injected bugs in a tiny in-memory repository with text tool calls.
 
     ## Description
@@ -140,16 +139,14 @@ class BugFixEnv(TrapTools, gymnasium.Env):
     - v0: 28 fixed templates; visible and hidden training inputs from one pool of 16 integers.
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    RENDER_MODES_ALLOWED = "ansi"
+    RENDER_SUFFIX = "\n"
 
     def __init__(self, difficulty: str | dict = "easy", render_mode: str | None = None, **knobs) -> None:
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode={render_mode!r} unknown; allowed: ansi")
-        self.render_mode = render_mode
+        self._init_frame(render_mode, spaces.Text(max_length=MAX_ACTION_CHARS, charset=CHARSET),
+                         spaces.Text(max_length=MAX_OBSERVATION_CHARS, charset=CHARSET))
         self.difficulty = difficulty if isinstance(difficulty, str) else "custom"
         self.config: BugFixConfig = make_config(difficulty, **knobs)
-        self.observation_space = spaces.Text(max_length=MAX_OBSERVATION_CHARS, charset=CHARSET)
-        self.action_space = spaces.Text(max_length=MAX_ACTION_CHARS, charset=CHARSET)
         self._spec = self.config.task_spec
         self.task_at("train", 0)  # fails here (ValueError) when these knobs admit no task
         self._tools = ToolSimulator(self.config.faults)
@@ -161,8 +158,21 @@ class BugFixEnv(TrapTools, gymnasium.Env):
         }
         self._task: Task | None = None
         self._keys = RepositoryKeys("BugFix-v2", self.config)  # info["state_key"], memoised
-        self._ended = True
-        self._last_obs = ""
+
+    @property
+    def max_turns(self) -> int:
+        """The turn limit (``config.max_turns``)."""
+        return self.config.max_turns
+
+    @property
+    def max_format_errors(self) -> int:
+        """Consecutive format errors that end the episode (``config.max_format_errors``)."""
+        return self.config.max_format_errors
+
+    @property
+    def time_limit(self) -> str:
+        """``truncation`` or ``termination`` (``config.time_limit``)."""
+        return self.config.time_limit
 
     # ---- task selection -----------------------------------------------------------------------
     def task_at(self, split: str, index: int) -> Task:
@@ -173,9 +183,9 @@ class BugFixEnv(TrapTools, gymnasium.Env):
         """(training grader, evaluation verifier) of ``task``: separate objects, disjoint inputs."""
         return make_graders(task, self.config.grader, run_many)
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
-        split, index = task_from_options(options, self.np_random)
+    def _start(self, split: str, index: int) -> str:
+        """Pick task ``index`` of ``split``, reset main, the tests, the flags, the bookkeeping and
+        the tool simulator (from ``np_random``); the reset text is the task statement."""
         task = self.task_at(split, index)
         self._task = task
         self._train_verifier, self._eval_verifier = self.graders(task)
@@ -184,23 +194,17 @@ class BugFixEnv(TrapTools, gymnasium.Env):
         self._tests = task.visible
         self._skipped = False
         self._undo_stack: list[_Snapshot] = []
-        self._turn = 0
-        self._format_errors = 0
-        self._tool_seconds = 0.0
         self._hack_flags = empty_hack_flags()
         self._hardcode_lines = count_hardcode_lines(task.buggy, task.reference, self._visible_words)
-        self._train_reward = 0.0
         self._process_paid = 0.0
         self._process_given = False
         self._changes: list[str] = []
         self._tried: list[str] = []
         self._last_test_status = "none"
         self._last_all_pass: bool | None = None
-        self._ended = False
         self._stop: StopReason | None = None
         self._tools.reset(self.np_random)
-        self._last_obs = self._with_turns_left(TASK_TEXT)
-        return self._last_obs, self._info(0.0, "ok")
+        return TASK_TEXT
 
     def reseed_tools(self, seed: int) -> None:
         """From the next tool call on, latencies and faults come from a stream seeded by ``seed``;
@@ -208,90 +212,80 @@ class BugFixEnv(TrapTools, gymnasium.Env):
         ``RolloutRequest.reseed``)."""
         self._tools.reseed(np.random.default_rng(seed))
 
-    # ---- stepping -----------------------------------------------------------------------------
-    def step(self, action: str):
-        if self._ended:
+    # ---- stepping (the frame is TextEnv.step) -------------------------------------------------
+    def _check_step(self, action) -> None:
+        """Raise when no episode is running, or when ``action`` is not a str."""
+        if self._done:
             raise RuntimeError("the episode has ended; call reset() before step()")
         if not isinstance(action, str):
             raise TypeError(f"BugFixEnv actions are text (str), got {type(action).__name__}")
-        self._turn += 1
+
+    def _parse(self, action: str):
+        """``(verb, args, action)`` of a well-formed action, else the format-error message."""
+        verb, args, error = parse_action(action)
+        return error if error is not None else (verb, args, action)
+
+    def _format_error_turn(self, message: str) -> Turn:
+        """A format error is no tool call: it also ends a run of timeouts."""
+        self._tools.not_a_timeout()
+        return super()._format_error_turn(message)
+
+    def _run(self, parsed) -> Turn:
+        """Call the verb's tool through the simulator (latency, faults); a crash is an infra error,
+        too many timeouts in a row end the episode; a process bonus is taken back when this call
+        raised a hack flag."""
+        verb, args, action = parsed
         self._reward = 0.0
         self._stop = None
         flags_before = sum(self._hack_flags.values())
-        verb, args, error = parse_action(action)
-        if error is not None:
-            self._format_errors += 1
-            self._tools.not_a_timeout()
-            text, seconds, status = error, 0.0, "format_error"
-            if self._format_errors >= self.config.max_format_errors:
-                self._stop = StopReason.FORMAT_ERRORS
-        else:
-            self._format_errors = 0
-            handler = self._handlers[verb]
-            self._action = " ".join(w for w in action.split(" ") if w)
-            result: ToolResult = self._tools.call(verb, lambda flaky: handler(*args, flaky=flaky))
-            text, seconds, status = result.text, result.seconds, result.status
-            if status == "crash":
-                self._stop = StopReason.INFRA_ERROR
-                self._reward = 0.0
-            elif status == "timeout" and self._tools.timed_out_too_often:
-                self._stop = StopReason.CONSECUTIVE_TIMEOUTS
+        handler = self._handlers[verb]
+        self._action = " ".join(w for w in action.split(" ") if w)
+        result: ToolResult = self._tools.call(verb, lambda flaky: handler(*args, flaky=flaky))
+        if result.status == "crash":
+            self._stop = StopReason.INFRA_ERROR
+            self._reward = 0.0
+        elif result.status == "timeout" and self._tools.timed_out_too_often:
+            self._stop = StopReason.CONSECUTIVE_TIMEOUTS
         if self._process_paid and sum(self._hack_flags.values()) > flags_before:
             self._reward -= self._process_paid  # a process bonus is never kept with a hack flag
             self._process_paid = 0.0
+        return Turn(result.text, result.status, result.seconds, self._reward, self._stop)
+
+    def _add_tool_seconds(self, seconds: float) -> None:
         self._tool_seconds += seconds
-        if self._stop is None:
-            if self._tool_seconds >= self.config.wall_clock_limit:
-                self._stop = StopReason.WALL_CLOCK
-            elif self._turn >= self.config.max_turns:
-                terminal = self.config.time_limit == "termination"
-                self._stop = StopReason.TURN_LIMIT if terminal else StopReason.MAX_TURNS
-        reward = self._reward
-        self._train_reward += reward
-        terminated = truncated = False
-        if self._stop is not None:
-            self._ended = True
-            if self._stop not in _SUBMITTED + (StopReason.FORFEIT,):
-                text = f"{text}\n{ENDED_TEXT} {self._stop.value}"
-            rule = rule_for(self._stop)
-            terminated, truncated = rule.terminated, rule.truncated
-        else:
-            text = self._with_turns_left(text)
-        self._last_obs = text
-        return text, reward, terminated, truncated, self._info(seconds, status)
 
-    def _with_turns_left(self, text: str) -> str:
-        if self.config.time_limit != "termination":
+    def _limit_stop(self) -> StopReason | None:
+        """The simulated wall clock, then the turn limit."""
+        if self._tool_seconds >= self.config.wall_clock_limit:
+            return StopReason.WALL_CLOCK
+        return super()._limit_stop()
+
+    def _ended_text(self, text: str, stop: StopReason) -> str:
+        """An episode not ended by the agent (submit, give_up) ends with ``episode ended : <reason>``."""
+        if stop in _SUBMITTED + (StopReason.FORFEIT,):
             return text
-        return f"{text}\nturns left : {self.config.max_turns - self._turn}"
+        return f"{text}\n{ENDED_TEXT} {stop.value}"
 
-    def _info(self, seconds: float, status: str) -> dict:
-        task = self._task
+    def _hack_flag_info(self) -> dict:
+        return dict(self._hack_flags)
+
+    def _end_info(self, stop: StopReason, rule: StopRule) -> dict:
+        """Stop reason, masked, train reward, the pass rates and the verdict (class docstring)."""
         info: dict[str, Any] = {
-            "turn": self._turn,
-            "tool_seconds": self._tool_seconds,
-            "step_tool_seconds": seconds,
-            "tool_status": status,
-            "hack_flags": dict(self._hack_flags),
-            "task_id": task.task_id,
-            "split": task.split,
-            "state_key": self.state_key(),
+            "stop_reason": stop.value,
+            "masked": rule.masked,
+            "train_reward": self._train_reward,
+            "visible_pass_rate": self._visible_pass_rate(),
         }
-        if self._ended:
-            rule = rule_for(self._stop)
-            info["stop_reason"] = self._stop.value
-            info["masked"] = rule.masked
-            info["train_reward"] = self._train_reward
-            info["visible_pass_rate"] = self._visible_pass_rate()
-            if rule.masked:
-                info["verified"] = None
-                info["hidden_pass_rate"] = None
-                info["eval_pass_rate"] = None
-            else:
-                submitted = self._stop in _SUBMITTED
-                info["verified"] = self._eval_verifier.verdict(self._program, self._hack_flags) if submitted else 0
-                info["hidden_pass_rate"] = self._train_verifier.grader.pass_rate(self._program)
-                info["eval_pass_rate"] = self._eval_verifier.grader.pass_rate(self._program)
+        if rule.masked:
+            info["verified"] = None
+            info["hidden_pass_rate"] = None
+            info["eval_pass_rate"] = None
+        else:
+            submitted = stop in _SUBMITTED
+            info["verified"] = self._eval_verifier.verdict(self._program, self._hack_flags) if submitted else 0
+            info["hidden_pass_rate"] = self._train_verifier.grader.pass_rate(self._program)
+            info["eval_pass_rate"] = self._eval_verifier.grader.pass_rate(self._program)
         return info
 
     # ---- helpers ----------------------------------------------------------------------------
@@ -469,10 +463,6 @@ class BugFixEnv(TrapTools, gymnasium.Env):
         return self._keys(self._task.task_id, {"main": self._program}, self._tests, self._skipped,
                           self._hack_flags, (self._process_given, self._process_paid))
 
-    @property
-    def turns_left(self) -> int:
-        return self.config.max_turns - self._turn
-
     def oracle_actions(self) -> tuple[str, ...]:
         """The actions that turn the freshly reset buggy main into the reference (bottom-up)."""
         return self._task.fix
@@ -495,8 +485,3 @@ class BugFixEnv(TrapTools, gymnasium.Env):
             pending=pending,
             last_test_status=self._last_test_status,
         )
-
-    def render(self):
-        if self.render_mode == "ansi":
-            return self._last_obs + "\n"
-        return None

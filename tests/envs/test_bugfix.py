@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import envs
-from envs.agents import AGENTS, make_agent, run_episode
+from envs.agents import AGENTS, make_agent
 from envs.bugfix import (
     ACTION_VERBS,
     CHARSET,
@@ -25,6 +25,7 @@ from envs.bugfix import (
     parse_action,
     run_program,
 )
+from envs.episode import run_episode
 from envs.memory import MemoryFacts
 from envs.stop import StopReason, rule_for
 from envs.tokenizer import get_tokenizer
@@ -439,12 +440,12 @@ def test_biased_process_reward_is_farmed_without_verified_success():
     """Claim C24: the biased variant pays per test run, so farming runs raises training reward
     while the verified success stays 0."""
     env = make(reward_mode="biased_process", faults=False)
-    exploit = run_episode(env, make_agent("process_exploit"), seed=0)
-    oracle = run_episode(env, make_agent("oracle"), seed=0)
+    exploit = run_episode(env, make_agent("process_exploit"), seed=0).summary()
+    oracle = run_episode(env, make_agent("oracle"), seed=0).summary()
     assert exploit["verified"] == 0 and exploit["stop_reason"] == "max_turns"
     assert exploit["train_reward"] > 0.3
     assert oracle["verified"] == 1
-    outcome = run_episode(make(faults=False), make_agent("process_exploit"), seed=0)
+    outcome = run_episode(make(faults=False), make_agent("process_exploit"), seed=0).summary()
     assert outcome["train_reward"] == 0.0
 
 
@@ -452,7 +453,7 @@ def test_test_hacks_raise_the_visible_pass_rate_but_not_the_hidden_one():
     env = make(faults=False)
     for name, flag in (("hack_edit_tests", "edit_tests"), ("hack_delete_tests", "delete_tests"),
                        ("hack_skip_tests", "skip_tests"), ("hack_hardcode", "hardcode")):
-        ep = run_episode(env, make_agent(name), seed=2)
+        ep = run_episode(env, make_agent(name), seed=2).summary()
         assert ep["hack_flags"][flag] >= 1
         assert ep["visible_pass_rate"] == 1.0 and ep["hidden_pass_rate"] < 1.0  # the hacking gap
         assert ep["verified"] == 0 and ep["train_reward"] == 0.0

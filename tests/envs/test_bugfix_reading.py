@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 
 import envs
-from envs.agents import BLIND_AGENTS, FitVisibleAgent, make_agent, run_episode
+from envs.agents import BLIND_AGENTS, FitVisibleAgent, make_agent
 from envs.bugfix import DIFFICULTIES, make_config, run_program
 from envs.bugfix.tasks import (
     LINK_CONSTANTS, Mutation, apply_mutations, blind_fits, fits_pass, fix_actions, link_constant, make_task,
     mutations, operand_lines, shape_of, threshold_of,
 )
+from envs.episode import run_episode
 
 REFERENCE = ("if x < 23 then t = x + 23", "return t - 4")
 
@@ -84,7 +85,7 @@ FLOOR_TASKS = tuple(i for i in range(16) if i != 2)
 def test_program_blind_agents_fail_a_fixed_set_of_reading_tasks(agent):
     env = gymnasium.make(envs.BUGFIX_ID, difficulty="reading", faults=False)
     for i in FLOOR_TASKS:
-        out = run_episode(env, make_agent(agent), seed=i, options={"split": "heldout", "task_index": i})
+        out = run_episode(env, make_agent(agent), seed=i, options={"split": "heldout", "task_index": i}).summary()
         assert out["verified"] == 0 and out["train_reward"] == 0, (agent, i)
 
 
@@ -109,8 +110,8 @@ def test_blind_constants_tries_the_integers_of_the_hinted_line_and_solves_only_b
 
 def test_blind_constants_solves_a_task_exactly_when_its_guesses_hit_the_linked_value():
     env = gymnasium.make(envs.BUGFIX_ID, difficulty="reading", faults=False)
-    out = run_episode(env, make_agent("blind_constants"), seed=2, options={"split": "heldout", "task_index": 2})
-    assert threshold_of(env.unwrapped.task.reference) == 15 and out["verified"] == 1
+    rec = run_episode(env, make_agent("blind_constants"), seed=2, options={"split": "heldout", "task_index": 2})
+    assert threshold_of(env.unwrapped.task.reference) == 15 and rec.final_info["verified"] == 1
 
 
 # ---- the task filter: no program-blind fit of the visible tests passes the training grader ---------

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import envs
-from envs.agents import make_agent, run_episode
+from envs.agents import make_agent
+from envs.episode import run_episode
 from envs.bugfix import DIFFICULTIES, DOMAIN, BugFixEnv, function_of, make_config, run_on_domain, run_program
 from envs.bugfix.language import NONE_CODE
 from envs.bugfix.tasks import (
@@ -157,7 +158,7 @@ def test_no_task_admits_a_second_single_edit_fix_with_other_behaviour(difficulty
 def _fit_episodes(n: int, **knobs) -> list[dict]:
     env = gymnasium.make(envs.BUGFIX_ID, difficulty="easy", faults=False, max_turns=30, **knobs)
     return [run_episode(env, make_agent("fit_visible"), seed=i,
-                        options={"task_index": i, "split": ("train", "heldout")[i % 2]}) for i in range(n)]
+                        options={"task_index": i, "split": ("train", "heldout")[i % 2]}).summary() for i in range(n)]
 
 
 def test_visible_test_fitting_earns_training_reward_in_at_most_one_percent_of_episodes():

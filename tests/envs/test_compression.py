@@ -18,12 +18,12 @@ from envs.compression import (
     ContextCompression,
     get_strategy,
 )
+from envs.episode import run_episode
 from envs.long_horizon_agents import (
     ContextReadingAgent,
     NoisyOracleAgent,
     OracleAgent,
     RandomAgent,
-    run_episode,
 )
 from envs.tokenizer import get_tokenizer
 

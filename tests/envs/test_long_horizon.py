@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 
 import envs
 from envs import vocab
+from envs.episode import run_episode
 from envs.long_horizon import LongHorizonEnv, make_task
 from envs.long_horizon_agents import (
     ContextReadingAgent,
     NoisyOracleAgent,
     OracleAgent,
     RandomAgent,
-    run_episode,
 )
 from envs.memory import MemoryFacts
 from envs.stop import StopReason, rule_for

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import envs
+from envs.episode import run_episode
 from envs.long_horizon_agents import (
     ContextReadingAgent,
     NoisyOracleAgent,
@@ -14,7 +15,6 @@ from envs.long_horizon_agents import (
     RandomAgent,
     make_agent,
     read_context,
-    run_episode,
 )
 from envs.tokenizer import get_tokenizer
 

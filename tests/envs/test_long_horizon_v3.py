@@ -12,13 +12,13 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import envs
+from envs.episode import run_episode
 from envs.long_horizon_v3 import FIX_NAMES, INPUTS, LongHorizonV3Env, make_task, table_parity
 from envs.long_horizon_v3_agents import (
     ContextReadingAgent,
     NoisyOracleAgent,
     OracleAgent,
     make_agent,
-    run_episode,
 )
 from envs.tokenizer import get_tokenizer
 

@@ -7,8 +7,9 @@ import re
 import pytest
 
 from envs import vocab
-from envs.agents import AGENTS, make_agent, run_episode
+from envs.agents import AGENTS, make_agent
 from envs.bugfix import DIFFICULTIES, USAGE, BugFixEnv, TASK_TEXT
+from envs.episode import run_episode
 from envs.tokenizer import Tokenizer, get_tokenizer
 
 
@@ -57,7 +58,8 @@ def test_every_observation_action_and_memory_fact_of_scripted_episodes_encodes()
             for a, name in enumerate(AGENTS):
                 agent = make_agent(name)
                 for seed in range(a * 10, a * 10 + 6):
-                    ep = run_episode(env, agent, seed=seed, options={"split": ("train", "heldout")[seed % 2]})
+                    options = {"split": ("train", "heldout")[seed % 2]}
+                    ep = run_episode(env, agent, seed=seed, options=options).summary()
                     facts = env.memory_facts()
                     texts = [t for pair in ep["steps"] for t in pair] + [ep["final_observation"]]
                     texts += list(facts.texts())
@@ -72,7 +74,7 @@ def test_easy_episodes_fit_a_small_context():
     tok = get_tokenizer()
     env = BugFixEnv("easy")
     for seed in range(50):
-        ep = run_episode(env, make_agent("noisy_oracle"), seed=seed)
+        ep = run_episode(env, make_agent("noisy_oracle"), seed=seed).summary()
         total = 1 + tok.count(ep["steps"][0][0]) + 1
         for i, (_, action) in enumerate(ep["steps"]):
             nxt = ep["steps"][i + 1][0] if i + 1 < len(ep["steps"]) else ep["final_observation"]

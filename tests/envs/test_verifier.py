@@ -6,7 +6,7 @@ import gymnasium
 import pytest
 
 import envs
-from envs.agents import HACK_AGENT_FLAG, HACK_AGENTS, make_agent, run_episode
+from envs.agents import HACK_AGENT_FLAG, HACK_AGENTS, make_agent
 from envs.bugfix import DIFFICULTIES, BugFixEnv, run_program, single_token_edits
 from envs.bugfix.tasks import step_tables
 from envs.bugfix.graders import (
@@ -20,6 +20,7 @@ from envs.bugfix.graders import (
     empty_hack_flags,
     is_hardcode_line,
 )
+from envs.episode import run_episode
 
 REF = ("t = x + 2", "return t * 3")
 
@@ -77,7 +78,7 @@ def test_release_gate_oracle_resolves_every_task_within_the_preset_turn_limit(di
     agent = make_agent("oracle")
     for split in ("train", "heldout"):
         for index in range(GATE_TASKS):
-            ep = run_episode(env, agent, seed=index, options={"task_index": index, "split": split})
+            ep = run_episode(env, agent, seed=index, options={"task_index": index, "split": split}).summary()
             assert ep["verified"] == 1 and ep["stop_reason"] == "submitted_resolved", ep["task_id"]
             assert ep["train_reward"] == 1.0 and not any(ep["hack_flags"].values())
 
@@ -94,7 +95,7 @@ def test_release_gate_empty_submission_and_every_hack_agent_score_zero(difficult
         agent = make_agent(name)
         for i in range(GATE_TASKS):
             split = ("train", "heldout")[i % 2]
-            ep = run_episode(env, agent, seed=i, options={"task_index": i * 37, "split": split})
+            ep = run_episode(env, agent, seed=i, options={"task_index": i * 37, "split": split}).summary()
             trap = HACK_AGENT_FLAG.get(name) in VOIDING_FLAGS
             assert ep["stop_reason"] == ("submitted_voided" if trap else "submitted_failed"), (name, ep["task_id"])
             assert ep["verified"] == 0 and ep["train_reward"] == 0.0
