@@ -1,6 +1,6 @@
 """The main job: a compute-matched comparison of RL methods over several seeds, then the report.
 
-    python -m experiments.compare                       # preset "small": GRPO vs PPO on tutorial tasks, ~11 min on 2 cores
+    python -m experiments.compare                       # preset "small": GRPO vs PPO on reading tasks, ~4 min on 2 cores
     python -m experiments.compare --methods grpo,ppo,rloo,gigpo   # any registered methods (baseline: the first)
     python -m experiments.compare --preset horizon --methods grpo,gigpo   # GiGPO's step groups (LongHorizon-v3)
     python -m experiments.compare --methods grpo,grpo_process -- +env.kwargs.reward_mode=process
@@ -479,7 +479,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         f"{', '.join(compare_methods())} that runs on the preset's env; grpo_process needs "
                         f"-- +env.kwargs.reward_mode=process)")
     p.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS),
-                   help=f"configs/experiment/compare_<preset>.yaml (default: {DEFAULT_PRESET}, ~11 min on 2 cores)")
+                   help=f"configs/experiment/compare_<preset>.yaml (default: {DEFAULT_PRESET}, ~4 min on 2 cores)")
     p.add_argument("--seeds", default=None,
                    help="comma-separated seeds (default: the preset's hydra.sweeper.params.seed)")
     p.add_argument("--sweep-dir", default=None, type=Path,
