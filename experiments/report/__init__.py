@@ -82,7 +82,7 @@ from experiments.report.load import (
 )
 from experiments.report.markdown import Report, render_report, report_tables
 from experiments.report.pair import PAIR_METHODS
-from experiments.report.references import REFERENCE_COLUMNS, ReferenceRow, reference_rows, task_set_spec
+from experiments.report.references import REFERENCE_COLUMNS, ReferenceRow, TaskSetSpec, reference_rows, task_set_spec
 from experiments.report.stats import (
     CONFIDENCE,
     GRID_POINTS,
@@ -114,7 +114,7 @@ __all__ = [
     "final_table", "find_run_dirs", "fmt", "fmt_seeds", "group_runs", "interpolate_to_grid", "load_run",
     "load_runs", "mean_ci", "mean_ci_columns", "ordered_reasons", "p_mix_series", "render_report",
     "stop_reason_totals", "t_critical", "validate_run",
-    "CONCLUSION_AXES", "CONCLUSION_COLUMNS", "Comparison", "REFERENCE_COLUMNS", "ReferenceRow",
+    "CONCLUSION_AXES", "CONCLUSION_COLUMNS", "Comparison", "REFERENCE_COLUMNS", "ReferenceRow", "TaskSetSpec",
     "compare_at_matched_budgets", "eval_curve", "matched_budget", "reference_rows", "success_at", "task_set_spec",
     "report_tables", "verdict", "welch_interval", "method_order", "AGENT_COLUMNS", "PAIR_METHODS", "agent_table",
 ]

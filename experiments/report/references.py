@@ -14,7 +14,8 @@ over the scored (unmasked) attempts. The start model's row is ``start_model/succ
 summaries with the Wilson interval of ``round(p * n)`` successes in ``n = tasks * samples``
 attempts (train.py evaluates it at the same test budget; masked attempts, if any, make n a bound).
 
-Results are cached in ``<sweep>/references.json`` under the task-set spec (a JSON key), so
+Results are cached in ``<sweep>/references.json`` under the task-set spec (:class:`TaskSetSpec`,
+keyed by :meth:`TaskSetSpec.cache_key`, its JSON object dumped with sorted keys), so
 re-rendering a report does not replay the agents.
 """
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,45 @@ def scripted_env(env_id: Any) -> envs.EnvSpec | None:
     return spec
 
 
-def task_set_spec(run: Run) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class TaskSetSpec:
+    """The task set the references are played on (see the module docstring): env ``env_id`` at
+    ``difficulty`` (``"default"`` for an env without difficulty presets) with the other env knobs
+    ``env_kwargs``, split ``split``, task indices ``0 .. tasks - 1`` each attempted
+    ``samples_per_task`` times from env seed ``seed``; ``version`` is the cache format's."""
+
+    env_id: str
+    difficulty: str
+    split: str
+    tasks: int
+    samples_per_task: int
+    env_kwargs: dict[str, Any] = field(default_factory=dict, hash=False)
+    seed: int = REFERENCE_SEED
+    version: int = CACHE_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        """The spec as a JSON object (keys named as the fields, ``env_kwargs`` a copy)."""
+        return {
+            "version": self.version,
+            "env_id": self.env_id,
+            "split": self.split,
+            "tasks": self.tasks,
+            "samples_per_task": self.samples_per_task,
+            "seed": self.seed,
+            "difficulty": self.difficulty,
+            "env_kwargs": dict(self.env_kwargs),
+        }
+
+    def cache_key(self) -> str:
+        """The key of this task set in ``references.json``: :meth:`to_json` dumped with sorted keys."""
+        return json.dumps(self.to_json(), sort_keys=True)
+
+    def attempt_seed(self, attempt: int) -> int:
+        """The env seed of task 0 in attempt ``attempt`` (task ``i`` uses this plus ``i``)."""
+        return self.seed + attempt * self.tasks
+
+
+def task_set_spec(run: Run) -> TaskSetSpec | None:
     """The held-out task set of ``run`` (see the module docstring); ``None`` for an env without
     scripted agents (:func:`scripted_env`)."""
     env_id = _get(run.config, "env.id", None)
@@ -90,20 +129,18 @@ def task_set_spec(run: Run) -> dict[str, Any] | None:
     if env is None:
         return None
     kwargs = {**(_get(run.config, "env.kwargs", {}) or {}), **(_get(run.config, "eval.env_kwargs", {}) or {})}
-    spec: dict[str, Any] = {
-        "version": CACHE_VERSION,
-        "env_id": env_id,
-        "split": str(_get(run.config, "eval.split", "heldout")),
-        "tasks": int(config_get(run.config, "eval.tasks")),
-        "samples_per_task": int(config_get(run.config, "eval.samples_per_task")),
-        "seed": REFERENCE_SEED,
-    }
     if env.default_difficulty is not None:
-        spec["difficulty"] = str(kwargs.pop("difficulty", env.default_difficulty))
+        difficulty = str(kwargs.pop("difficulty", env.default_difficulty))
     else:
-        spec["difficulty"] = "default"
-    spec["env_kwargs"] = kwargs
-    return spec
+        difficulty = "default"
+    return TaskSetSpec(
+        env_id=env_id,
+        difficulty=difficulty,
+        split=str(_get(run.config, "eval.split", "heldout")),
+        tasks=int(config_get(run.config, "eval.tasks")),
+        samples_per_task=int(config_get(run.config, "eval.samples_per_task")),
+        env_kwargs=kwargs,
+    )
 
 
 def agents_of(env_id: str) -> tuple[str, tuple[str, ...]]:
@@ -112,21 +149,22 @@ def agents_of(env_id: str) -> tuple[str, tuple[str, ...]]:
     return envs.spec_of(env_id).oracle, envs.floor_agents(env_id)
 
 
-def play(spec: dict[str, Any], agent: str) -> tuple[int, int]:
+def play(spec: TaskSetSpec, agent: str) -> tuple[int, int]:
     """(successes, scored attempts) of a scripted ``agent`` on the task set ``spec``."""
     successes = scored = 0
-    for j in range(spec["samples_per_task"]):
-        row = measure(spec["env_id"], spec["difficulty"], agent, "reference", spec["tasks"],
-                      spec["seed"] + j * spec["tasks"], split=spec["split"], faults=True,
-                      env_kwargs=spec["env_kwargs"])
+    for j in range(spec.samples_per_task):
+        row = measure(spec.env_id, spec.difficulty, agent, "reference", spec.tasks,
+                      spec.attempt_seed(j), split=spec.split, faults=True,
+                      env_kwargs=dict(spec.env_kwargs))
         successes += row.successes
         scored += row.scored
     return successes, scored
 
 
-def scripted_references(spec: dict[str, Any], cache_path: Path | None = None) -> list[ReferenceRow]:
-    """Floor and ceiling rows of ``spec`` (played, or read from ``cache_path`` when cached there)."""
-    key = json.dumps(spec, sort_keys=True)
+def scripted_references(spec: TaskSetSpec, cache_path: Path | None = None) -> list[ReferenceRow]:
+    """Floor and ceiling rows of ``spec`` (played, or read from ``cache_path`` when cached there
+    under :meth:`TaskSetSpec.cache_key`)."""
+    key = spec.cache_key()
     cache: dict[str, Any] = {}
     if cache_path is not None and cache_path.is_file():
         try:
@@ -134,12 +172,12 @@ def scripted_references(spec: dict[str, Any], cache_path: Path | None = None) ->
         except json.JSONDecodeError:
             cache = {}
     if key not in cache:
-        ceiling, floors = agents_of(spec["env_id"])
+        ceiling, floors = agents_of(spec.env_id)
         cache[key] = {a: list(play(spec, a)) for a in (ceiling, *floors)}
         if cache_path is not None:
             cache_path.write_text(json.dumps(cache, indent=1, sort_keys=True))
     counts = {a: (int(k), int(n)) for a, (k, n) in cache[key].items()}
-    ceiling, floors = agents_of(spec["env_id"])
+    ceiling, floors = agents_of(spec.env_id)
     best_floor = max(floors, key=lambda a: (counts[a][0] / max(counts[a][1], 1), -floors.index(a)))
     return [
         ReferenceRow("program-blind floor", f"{best_floor} (best of {', '.join(floors)})", *counts[best_floor]),
@@ -165,7 +203,7 @@ def start_model_rows(runs: Sequence[Run]) -> list[ReferenceRow]:
     return rows
 
 
-def reference_rows(runs: Sequence[Run], sweep_dir: Path | None) -> tuple[list[ReferenceRow], dict[str, Any] | None]:
+def reference_rows(runs: Sequence[Run], sweep_dir: Path | None) -> tuple[list[ReferenceRow], TaskSetSpec | None]:
     """Start model + floor + ceiling rows for one env's runs, and the task-set spec used (``None``
     and only the start-model rows for an env without scripted agents)."""
     spec = task_set_spec(runs[0])

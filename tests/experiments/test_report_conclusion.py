@@ -135,8 +135,9 @@ def test_reference_rows_replay_the_eval_task_set_and_are_cached(tmp_path, monkey
     run_dir = write_run(tmp_path / "r", "grpo", "bugfix", 0, eval_tasks=3)
     run = load_run(run_dir)
     spec = REF.task_set_spec(run)
-    assert spec["env_id"] == envs.BUGFIX_ID and spec["difficulty"] == "easy" and spec["split"] == "heldout"
-    assert (spec["tasks"], spec["samples_per_task"], spec["env_kwargs"]) == (3, 2, {})
+    assert spec.env_id == envs.BUGFIX_ID and spec.difficulty == "easy" and spec.split == "heldout"
+    assert (spec.tasks, spec.samples_per_task, spec.env_kwargs) == (3, 2, {})
+    assert REF.reference_rows([run], None)[1] == spec
     rows = REF.reference_rows([run], tmp_path)[0]
     assert [r.role for r in rows] == ["start model", "program-blind floor", "oracle ceiling"]
     # Start model: p = 0.2 of 3 x 2 = 6 attempts -> Wilson on round(1.2) = 1 of 6.
@@ -165,8 +166,14 @@ def test_reference_spec_uses_the_eval_env_kwargs(tmp_path):
     cfg["eval"]["split"] = "train"
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
     spec = REF.task_set_spec(load_run(run_dir))
-    assert spec["difficulty"] == "medium" and spec["split"] == "train"
-    assert spec["env_kwargs"] == {"program_lines": [2, 3], "time_limit": "termination"}
+    assert spec.difficulty == "medium" and spec.split == "train"
+    assert spec.env_kwargs == {"program_lines": [2, 3], "time_limit": "termination"}
+    # The cache key: the JSON object of the spec, keys sorted.
+    assert json.loads(spec.cache_key()) == {
+        "difficulty": "medium", "env_id": envs.BUGFIX_ID,
+        "env_kwargs": {"program_lines": [2, 3], "time_limit": "termination"},
+        "samples_per_task": 2, "seed": REF.REFERENCE_SEED, "split": "train", "tasks": 16, "version": REF.CACHE_VERSION}
+    assert list(json.loads(spec.cache_key())) == sorted(json.loads(spec.cache_key()))
     # measure forwards env_kwargs to the env (a bad knob is rejected by the env, so it got there)
     with pytest.raises(ValueError, match="program_lines"):
         measure(envs.BUGFIX_ID, "easy", "oracle", "x", 1, 0, "heldout", True, env_kwargs={"program_lines": [9, 2]})
