@@ -13,7 +13,16 @@ side with the same model, prompts and lengths (median of ``--repeats``; ratios >
 3. **GRPO update**: one ``trainer.update`` of the harness's GRPO on a batch of BugFix rollouts,
    in processed tokens/s, next to TRL's ``GRPOTrainer`` loss + backward + optimizer step on the
    same ids (prompt = the first turn, completion = the rest with TRL's ``tool_mask`` = the action
-   mask), same model, one optimizer step each (skipped when TRL is not installed).
+   mask), same model, one optimizer step each (the baseline is skipped when TRL is not installed).
+   The rollouts come from the harness's ``RolloutEngine`` on BugFix with the action budget the
+   training path derives for this model's tokenizer (``rollout.max_action_tokens`` null: the
+   longest warm-start demo action in the tokenizer plus a margin, ``check_action_tokens``); the
+   ``rollout`` row is that collection's rate (observation + generated ids per second).
+4. **Projection**: the main job's wall time on this model and CPU, computed (arithmetic, not a
+   measurement) from the measured ``rollout`` and ``grpo_update`` rates: per run, the main job's
+   rollout budget (``budget.amount`` of the default compare preset) times ``--gen-per-rollout`` +
+   ``--obs-per-rollout`` ids, at each rate; times the runs (methods x seeds of the preset's sweep)
+   over the parallel jobs (its launcher's ``n_jobs``) (:func:`project_main_job`).
 
 The model is a tiny one built offline (``algos.hf_tiny``) unless ``--model DIR_OR_HUB_ID``;
 ``--device cuda`` runs the same on a GPU (and prints peak memory).
@@ -49,6 +58,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--turns", type=int, default=10, help="turns per row in the multi-turn bench")
     ap.add_argument("--action", type=int, default=8, help="tokens sampled per turn in the multi-turn bench")
     ap.add_argument("--repeats", type=int, default=5, help="repeats per measurement (the median is printed)")
+    ap.add_argument("--gen-per-rollout", type=float, default=19.0,
+                    help="generated ids per rollout for the projection (default 19: about the main job's)")
+    ap.add_argument("--obs-per-rollout", type=float, default=125.0,
+                    help="observation ids per rollout for the projection (default 125: about the main job's)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1: steadier medians on a shared CPU)")
 
 
@@ -163,26 +176,60 @@ def _trl_batch(trajs, pad: int) -> dict:
             "tool_mask": tool, "advantages": adv, "num_items_in_batch": tool.sum()}
 
 
-def bench_update(model_dir: str, device: str, rows: int, repeats: int) -> dict | None:
+def action_config(model_dir: str):
+    """The validated training config of ``policy=hf policy.path=model_dir`` (default env, BugFix):
+    its ``rollout.max_action_tokens`` is the budget derived from the model's tokenizer and its
+    ``policy.max_len`` the context window a run uses."""
+    from experiments.runtime.config import compose_config, validate
+
+    return validate(compose_config(["policy=hf", f"policy.path={model_dir}"]))
+
+
+def bench_rollout(policy: HFPolicy, rows: int, repeats: int, max_action_tokens: int, max_len: int) -> tuple[dict, list]:
+    """``RolloutEngine.collect`` of ``rows`` BugFix rollouts (groups of 2) at the given budget:
+    the row (observation + generated ids per second, no baseline) and the last collection."""
+    eng = RolloutEngine(envs.BUGFIX_ID, num_envs=rows, max_len=max_len, max_action_tokens=max_action_tokens)
+    reqs = make_requests(max(rows // 2, 1), 2, seed=0, task_indices=list(range(max(rows // 2, 1))))
+    last: list = []
+
+    def collect() -> None:
+        last[:] = eng.collect(policy, reqs, generator=torch.Generator().manual_seed(0))
     try:
-        from datasets import Dataset
-        from trl import GRPOConfig, GRPOTrainer
-    except ImportError:
-        return None
-    policy = load_policy(model_dir, device=device, dtype="float32")
-    eng = RolloutEngine(envs.BUGFIX_ID, num_envs=rows, max_len=1024, max_action_tokens=12)
-    trajs = eng.collect(policy, make_requests(rows // 2, 2, seed=0, task_indices=list(range(rows // 2))),
-                        generator=torch.Generator().manual_seed(0))
-    eng.close()
+        seconds = _median_seconds(collect, repeats)
+    finally:
+        eng.close()
+    tokens = sum(len(s.tokens) for t in last for s in t.segments)
+    return ({"bench": "rollout", "ours_tok_s": tokens / seconds, "baseline_tok_s": float("nan"), "ratio": float("nan"),
+             "target": float("nan"), "baseline": f"(none; RolloutEngine on BugFix, action budget {max_action_tokens})"},
+            last)
+
+
+def bench_update(model_dir: str, device: str, trajs: list, repeats: int) -> dict:
+    """One GRPO ``trainer.update`` on the single-segment ``trajs`` (rewards alternate 0 / 1), in
+    processed ids/s, next to TRL's step on the same ids when TRL is installed (else no baseline)."""
     trajs = [t for t in trajs if len(t.segments) == 1]
     for i, t in enumerate(trajs):
         t.train_reward = float(i % 2)
         t.segments[-1].turns[-1].reward = float(i % 2)
     tokens = sum(len(t.segments[0].tokens) for t in trajs)
+    policy = load_policy(model_dir, device=device, dtype="float32")
     algo = GrpoConfig(epochs=1, micro_batch_rows=len(trajs))
     trainer = make_trainer(algo.name, algo, policy)
     ours = _median_seconds(lambda: trainer.update(trajs), repeats)
+    base = _trl_seconds(model_dir, device, trajs, repeats)
+    return {"bench": "grpo_update", "ours_tok_s": tokens / ours, "baseline_tok_s": tokens / base, "ratio": base / ours,
+            "target": float("nan"), "baseline": "TRL GRPOTrainer.compute_loss + backward + step"
+            if base == base else "(TRL not installed)"}
 
+
+def _trl_seconds(model_dir: str, device: str, trajs: list, repeats: int) -> float:
+    """Median seconds of TRL's ``GRPOTrainer`` loss + backward + AdamW step on ``trajs``' ids
+    (NaN when TRL is not installed)."""
+    try:
+        from datasets import Dataset
+        from trl import GRPOConfig, GRPOTrainer
+    except ImportError:
+        return float("nan")
     with tempfile.TemporaryDirectory() as out:
         trl_policy = load_policy(model_dir, device=device, dtype="float32")
         args = GRPOConfig(output_dir=out, use_cpu=device == "cpu", bf16=False, per_device_train_batch_size=len(trajs),
@@ -199,38 +246,93 @@ def bench_update(model_dir: str, device: str, rows: int, repeats: int) -> dict |
             opt.zero_grad(set_to_none=True)
             trl.compute_loss(trl_policy.causal, batch).backward()
             opt.step()
-        base = _median_seconds(trl_step, repeats)
-    return {"bench": "grpo_update", "ours_tok_s": tokens / ours, "baseline_tok_s": tokens / base, "ratio": base / ours,
-            "target": float("nan"), "baseline": "TRL GRPOTrainer.compute_loss + backward + step"}
+        return _median_seconds(trl_step, repeats)
+
+
+def main_job_shape() -> dict:
+    """The main job's size, read from its definition (the default compare preset's composed config):
+    ``rollouts`` per run (``budget.amount``, a rollout budget), ``runs`` (methods x seeds of its
+    sweep) and ``jobs`` run at a time (its launcher's ``n_jobs``)."""
+    import warnings
+
+    from hydra import compose, initialize_config_dir
+
+    from experiments.compare.job import DEFAULT_METHODS, DEFAULT_PRESET, PRESETS
+    from experiments.runtime.config import CONFIG_DIR, register_configs
+
+    register_configs()
+    with warnings.catch_warnings(), initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        warnings.simplefilter("ignore", UserWarning)  # hydra's schema-matching notice for the joblib launcher
+        c = compose(config_name="config", overrides=[f"experiment={PRESETS[DEFAULT_PRESET]}"], return_hydra_config=True)
+    if c.budget.kind != "rollouts":
+        raise ValueError(f"the main job's budget.kind is {c.budget.kind!r}; the projection needs 'rollouts'")
+    seeds = str(c.hydra.sweeper.params.seed).split(",")
+    return {"rollouts": float(c.budget.amount), "runs": len(DEFAULT_METHODS) * len(seeds),
+            "jobs": int(c.hydra.launcher.n_jobs)}
+
+
+def project_main_job(rollout_tok_s: float, update_tok_s: float, rollouts: float, gen_per_rollout: float,
+                     obs_per_rollout: float, runs: int, jobs: int) -> dict:
+    """Arithmetic, not a measurement: one run's ids (``rollouts x (gen + obs)``) at the rollout
+    rate and at the update rate (seconds each), and the whole job's minutes with ``runs`` runs
+    ``jobs`` at a time (``runs / jobs`` run lengths)."""
+    ids = rollouts * (gen_per_rollout + obs_per_rollout)
+    rollout_s, update_s = ids / rollout_tok_s, ids / update_tok_s
+    return {"rollout_s": rollout_s, "update_s": update_s, "minutes": (rollout_s + update_s) * runs / jobs / 60}
+
+
+def _check(a: argparse.Namespace) -> str | None:
+    """The first invalid argument's one-line message, or None."""
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
+        return f"--device={a.device}: no CUDA device here; allowed: cpu"
+    for name in ("rows", "new", "turns", "action", "repeats", "threads"):
+        if getattr(a, name) < 1:
+            return f"--{name}={getattr(a, name)} invalid; allowed: an int >= 1"
+    for name in ("gen_per_rollout", "obs_per_rollout"):
+        if not getattr(a, name) >= 0:
+            return f"--{name.replace('_', '-')}={getattr(a, name)} invalid; allowed: a number >= 0"
+    return None
+
+
+def _benches(a: argparse.Namespace, model: str) -> list[dict]:
+    """Every bench's row on ``model``: single turn, multi-turn, rollout, GRPO update."""
+    c = action_config(model)
+    policy = load_policy(model, device=a.device, dtype="float32")
+    results = [bench_single_turn(policy, a.rows, a.new, a.repeats),
+               bench_turns(policy, a.rows, a.turns, a.action, a.repeats)]
+    rollout, trajs = bench_rollout(policy, a.rows, a.repeats, c.rollout.max_action_tokens, c.policy.max_len)
+    return [*results, rollout, bench_update(model, a.device, trajs, a.repeats)]
 
 
 def run(a: argparse.Namespace) -> int:
-    if a.device.startswith("cuda") and not torch.cuda.is_available():
-        print(f"--device={a.device}: no CUDA device here; allowed: cpu")
+    problem = _check(a)
+    if problem:
+        print(problem)
         return 2
-    for name in ("rows", "new", "turns", "action", "repeats", "threads"):
-        if getattr(a, name) < 1:
-            print(f"--{name}={getattr(a, name)} invalid; allowed: an int >= 1")
-            return 2
     torch.set_num_threads(a.threads)
     with tempfile.TemporaryDirectory() as tmp:
         model = a.model or str(build_tiny_model_dir(Path(tmp) / "hf_tiny", TinyModelSpec()))
-        policy = load_policy(model, device=a.device, dtype="float32")
-        results = [bench_single_turn(policy, a.rows, a.new, a.repeats),
-                   bench_turns(policy, a.rows, a.turns, a.action, a.repeats)]
-        update = bench_update(model, a.device, a.rows, a.repeats)
-        if update is not None:
-            results.append(update)
+        results = _benches(a, model)
     print(f"model {a.model or 'tiny (algos.hf_tiny)'} on {a.device}, rows {a.rows}, {a.threads} torch thread(s), "
           f"median of {a.repeats}")
     print(f"{'bench':<14} {'ours tok/s':>11} {'baseline tok/s':>15} {'ratio':>6} {'target':>7}  baseline")
     for r in results:
         target = "" if r["target"] != r["target"] else f">= {r['target']:g}x"
-        print(f"{r['bench']:<14} {r['ours_tok_s']:>11.0f} {r['baseline_tok_s']:>15.0f} {r['ratio']:>5.2f}x {target:>7}  "
-              f"{r['baseline']}")
+        base, ratio = ("-", "-") if r["ratio"] != r["ratio"] else (f"{r['baseline_tok_s']:.0f}", f"{r['ratio']:.2f}x")
+        print(f"{r['bench']:<14} {r['ours_tok_s']:>11.0f} {base:>15} {ratio:>6} {target:>7}  {r['baseline']}")
     if a.device.startswith("cuda"):
         print(f"peak CUDA memory {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB")
+    rate = {r["bench"]: r["ours_tok_s"] for r in results}
+    job = main_job_shape()
+    p = project_main_job(rate["rollout"], rate["grpo_update"], job["rollouts"], a.gen_per_rollout, a.obs_per_rollout,
+                         job["runs"], job["jobs"])
+    print(f"projected main job on this model: {p['minutes']:.1f} min on this CPU (rollout {p['rollout_s']:.0f} s + "
+          f"update {p['update_s']:.0f} s per run)")
+    print(f"  arithmetic from the measured rates, not a measurement: {job['rollouts']:.0f} rollouts x "
+          f"({a.gen_per_rollout:g} generated + {a.obs_per_rollout:g} observation ids) per run, {job['runs']} runs, "
+          f"{job['jobs']} at a time")
     return 0
 
 
-__all__ = ["add_arguments", "bench_single_turn", "bench_turns", "bench_update", "run"]
+__all__ = ["action_config", "add_arguments", "bench_rollout", "bench_single_turn", "bench_turns", "bench_update",
+           "main_job_shape", "project_main_job", "run"]
