@@ -142,11 +142,11 @@ def test_compare_presets_inherit_the_base(preset):
         seeds = yaml.safe_load((Path(CONFIGS) / "experiment" / "compare_small.yaml").read_text())["hydra"]["sweeper"]["params"]["seed"]
         assert len(str(seeds).split(",")) >= 5
         # its task set (bugfix_reading_tasks.yaml): reading tasks, 2-3 line programs for training and
-        # evaluation, the 5000-demo noisy start model, BC on two processes (the other job waits on it)
+        # evaluation, the 6000-demo noisy start model, BC on two processes (the other job waits on it)
         assert c.env.kwargs["difficulty"] == "reading" and list(c.env.kwargs["program_lines"]) == [2, 3]
         # held-out points along every curve: 3 evaluations of 30 updates (1920 rollouts / 64 per update)
         assert list(c.eval.env_kwargs["program_lines"]) == [2, 3] and c.eval.every == 10
-        assert (c.warmstart.noise, c.warmstart.demos, c.warmstart.processes) == (0.2, 5000, 2)
+        assert (c.warmstart.noise, c.warmstart.demos, c.warmstart.processes) == (0.2, 6000, 2)
         # every trajectory weighs the same in every method's loss (README "The main job": token-mean
         # over-weights long failing episodes under GRPO's broadcast advantage; GRPO 0.55 -> 0.66)
         for algo in ("grpo", "ppo", "rloo", "gigpo", "grpo_process"):
