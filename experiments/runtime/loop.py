@@ -40,6 +40,7 @@ import os
 import signal
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -72,8 +73,30 @@ def kill_if_test_asks(update: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)  # between the metrics line and its checkpoint
 
 
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt  # SIGTERM stops like Ctrl-C (the last update's checkpoint is on disk)
+class SigtermStop:
+    """SIGTERM stops a run like Ctrl-C (``KeyboardInterrupt``), except inside :meth:`deferred`: a
+    SIGTERM that arrives while an update's metrics line and checkpoint are written stops the run
+    right after them, so the checkpoint on disk is always whole."""
+
+    def __init__(self) -> None:
+        self.deferring = False
+        self.pending = False
+
+    def handler(self, signum, frame) -> None:
+        if self.deferring:
+            self.pending = True
+        else:
+            raise KeyboardInterrupt
+
+    @contextmanager
+    def deferred(self):
+        self.deferring = True
+        try:
+            yield
+        finally:
+            self.deferring = False
+        if self.pending:
+            raise KeyboardInterrupt
 
 
 def make_learner(c: TrainConfig, rd: RunDir) -> Learner:
@@ -108,16 +131,19 @@ def run(c: TrainConfig, resolved: dict | None = None) -> dict:
     logger = make_logger(c.logger.kind, run_dir=rd.path, name=c.logger.name or rd.path.name, group=c.logger.group or None,
                          job_type=c.algo.name, config={**(resolved or asdict(c)), "start_model": start_info})
     logger.define_x_axes()
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    sigterm = SigtermStop()
+    signal.signal(signal.SIGTERM, sigterm.handler)
     pbar, t_run, wall_start = _progress(c, budget.spent(meter)), time.perf_counter(), meter.wall_seconds
     try:
         while not st.done and not budget.exhausted(meter) and st.update < c.budget.max_updates:
             lr, metrics = _one_update(c, learner, budget, st)
-            rd.append_metrics(metrics)
-            logger.log(jsonable(metrics))
-            kill_if_test_asks(st.update)
-            # ============================================================ save
-            rd.save_checkpoint({**learner.state_dict(), "update": st.update, "last_eval": st.last_eval, "done": st.done})
+            with sigterm.deferred():
+                rd.append_metrics(metrics)
+                logger.log(jsonable(metrics))
+                kill_if_test_asks(st.update)
+                # ======================================================== save
+                rd.save_checkpoint({**learner.state_dict(), "update": st.update, "last_eval": st.last_eval,
+                                    "done": st.done})
             pbar.n = min(budget.spent(meter), float(c.budget.amount))
             pbar.set_postfix(upd=st.update, succ=f"{metrics['rollout/success_rate']:.2f}",
                              eval=f"{st.last_eval.get('eval/success', float('nan')):.2f}",
