@@ -58,10 +58,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--turns", type=int, default=10, help="turns per row in the multi-turn bench")
     ap.add_argument("--action", type=int, default=8, help="tokens sampled per turn in the multi-turn bench")
     ap.add_argument("--repeats", type=int, default=5, help="repeats per measurement (the median is printed)")
-    ap.add_argument("--gen-per-rollout", type=float, default=19.0,
-                    help="generated ids per rollout for the projection (default 19: about the main job's)")
-    ap.add_argument("--obs-per-rollout", type=float, default=125.0,
-                    help="observation ids per rollout for the projection (default 125: about the main job's)")
+    ap.add_argument("--gen-per-rollout", type=float, default=16.0,
+                    help="generated ids per rollout for the projection (default 16: the main job's, tiny policy)")
+    ap.add_argument("--obs-per-rollout", type=float, default=119.0,
+                    help="observation ids per rollout for the projection (default 119: the main job's, tiny policy)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1: steadier medians on a shared CPU)")
 
 
