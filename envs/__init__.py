@@ -8,7 +8,8 @@ which ``gymnasium.make`` refuses) is built with :func:`make_multi_agent`. Earlie
 not registered: ``gymnasium.make`` of one raises Gymnasium's ``DeprecatedEnv`` error naming the
 current version (each env's Version History says what changed). :func:`make` builds a one-agent
 env with the optional context-compression wrapper on top. :func:`scripted_agent` and
-:func:`floor_agents` build an env's scripted agents (imported on first use).
+:func:`floor_agents` build an env's scripted agents (imported on first use); :func:`instructions`
+is an env's tools and action grammar as text for a model that has never seen it.
 """
 
 from __future__ import annotations
@@ -69,6 +70,16 @@ def scripted_agent(env: str, agent: str, **kwargs):
     return resolve(spec.scripted_agents)(agent, **kwargs)
 
 
+def instructions(env: str) -> str:
+    """Env ``env``'s instructions for a model that has never seen it (its spec's ``instructions``:
+    files, tools and action grammar, a chat system prompt); ``ValueError`` for an env without them."""
+    spec = spec_of(env)
+    if spec.instructions is None:
+        raise ValueError(f"env {env!r} has no instructions; allowed: "
+                         f"{', '.join(s.name for s in SPECS if s.instructions is not None)}")
+    return resolve(spec.instructions)
+
+
 def floor_agents(env: str) -> tuple[str, ...]:
     """The scripted agents whose best is env ``env``'s reference floor (its spec's ``floor_agents``);
     ``ValueError`` for an env without them."""
@@ -100,5 +111,5 @@ def make_multi_agent(env_id: str, **env_kwargs):
 
 
 __all__ = ["BUGFIX", "BUGFIX_ID", "ENV_IDS", "EnvSpec", "LONG_HORIZON", "LONG_HORIZON_ID", "LONG_HORIZON_V3",
-           "LONG_HORIZON_V3_ID", "MULTI_AGENT_ENVS", "PAIRFIX", "PAIRFIX_ID", "SPECS", "floor_agents", "make",
+           "LONG_HORIZON_V3_ID", "MULTI_AGENT_ENVS", "PAIRFIX", "PAIRFIX_ID", "SPECS", "floor_agents", "instructions", "make",
            "make_multi_agent", "scripted_agent", "spec_of"]

@@ -25,6 +25,7 @@ SPEC = EnvSpec(
     entry_point="envs.long_horizon_v3:LongHorizonV3Env",
     scripted_agents="envs.long_horizon_v3_agents:make_agent",
     floor_agents="envs.long_horizon_v3_agents:FLOOR_AGENTS",
+    instructions="envs.long_horizon_v3:INSTRUCTIONS",
 )
 
 # The inputs a stage can fail on (the keys of the notes' table) and the approach names (its
@@ -43,6 +44,20 @@ FILLER_WORDS_PER_LINE = 10
 PRINT_MAX = 199  # largest integer the vocabulary has; larger counts print as "many"
 
 ACTIONS_LINE = "actions : read notes | status | fix input X | submit | forfeit"
+# The env for a model that has never seen it (``SPEC.instructions``, a chat system prompt; a Hugging
+# Face policy uses it with ``policy.env_instructions=true``): the tools and the action grammar.
+INSTRUCTIONS = """\
+You finish a task of stages by calling tools. Each stage fails on one input and is fixed by the approach the notes give for that input.
+Reply with exactly one action per turn: one line of words separated by single spaces, and nothing else (no quotes, no code blocks, no explanations).
+Actions:
+read notes : show the notes, a table of inputs each followed by its approach, e.g. notes : boundary C , empty A ; only before the first fix (then they are archived)
+status : show how many stages are left and the input the current stage fails on
+fix INPUT APPROACH : fix the current stage, which fails on INPUT, with APPROACH (a letter A to H), e.g. fix boundary C
+submit : end the episode once no stages are left; it succeeds only if every stage got the approach the notes give for its input
+forfeit : end the episode
+A wrong approach is not reported: the next stage is shown as after a right one, and the episode can no longer succeed.
+A good episode: read notes, then for each stage that fails on an input, fix that input with its approach from the notes, and submit when no stages are left.
+Several malformed or unknown actions in a row end the episode."""
 
 # Simulated base latency (seconds) per action kind; each call costs base * U(0.5, 1.5).
 _BASE_SECONDS = {"read": 0.5, "status": 0.2, "fix": 2.0, "submit": 3.0}

@@ -44,7 +44,9 @@ class EnvSpec:
     reference floor, or ``None``; ``default_difficulty``: the preset the constructor's
     ``difficulty`` knob defaults to, for an env that takes ``difficulty`` and ``faults`` (``None``:
     it has no difficulty presets); ``step_cost_target``: the benchmark's target of one step's cost
-    in FrozenLake steps (``None``: no target)."""
+    in FrozenLake steps (``None``: no target); ``instructions``: ``"module:attr"`` of the env's
+    files, tools and action grammar as text for a model that has never seen the env (a chat
+    system prompt, ``policy.env_instructions``), or ``None``."""
 
     name: str
     id: str
@@ -55,11 +57,12 @@ class EnvSpec:
     floor_agents: str | None = None
     default_difficulty: str | None = None
     step_cost_target: float | None = None
+    instructions: str | None = None
 
     def __post_init__(self) -> None:
         if self.agents not in AGENT_COUNTS:
             raise ValueError(f"EnvSpec {self.name!r}: agents={self.agents} invalid; allowed: 1, 2")
-        for field_name in ("entry_point", "scripted_agents", "floor_agents"):
+        for field_name in ("entry_point", "scripted_agents", "floor_agents", "instructions"):
             ref = getattr(self, field_name)
             if ref is not None and (ref.count(":") != 1 or ref.startswith(":") or ref.endswith(":")):
                 raise ValueError(f"EnvSpec {self.name!r}: {field_name}={ref!r} invalid; allowed: 'module:attr'")

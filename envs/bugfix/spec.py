@@ -13,6 +13,7 @@ SPEC = EnvSpec(
     floor_agents="envs.agents:FLOOR_AGENTS",
     default_difficulty=BASE_DIFFICULTY,
     step_cost_target=5.0,
+    instructions="envs.bugfix.instructions:INSTRUCTIONS",
 )
 
 __all__ = ["SPEC"]

@@ -20,6 +20,12 @@ built when missing, and that warm start's own held-out evaluation (``eval.tasks`
 ``eval.samples_per_task`` attempts). Its band check (printed with or without ``--start-model``)
 asks: the best floor agent <= 0.15, the oracle >= 0.95, and the start model >= the best floor +
 0.15; a failing BugFix band check makes the exit status 1.
+
+With ``--zero-shot`` a ``zero_shot`` row precedes each start model's: the same policy before its
+warm start (a pretrained model's own weights, LoRA adapters at zero; the tiny policy's random
+init), evaluated by the start model's protocol (``experiments.runtime.warmstart.zero_shot_evaluation``):
+
+    python -m experiments.calibrate --difficulties reading --no-long-horizon --start-model --zero-shot -- policy=smollm2
 """
 
 from __future__ import annotations
@@ -37,11 +43,12 @@ from experiments.probes.calibrate import (CEILING_TARGET, DEFAULT_HORIZONS, DEFA
                                           checks, format_table)
 from experiments.runtime.config import compose_config, validate
 from experiments.runtime.schema import ConfigError, TrainConfig
-from experiments.runtime.warmstart import ensure_warmstart
+from experiments.runtime.warmstart import ensure_warmstart, zero_shot_evaluation
 
 START_RANGE = (0.15, 0.60)  # the start model's held-out success at every sweep horizon
 FLOOR_GAP = 0.10  # the best floor agent at least this far below the start model
 START_AGENT = "start_model"
+ZERO_SHOT_AGENT = "zero_shot"  # the start model's policy before its warm start
 HORIZON_EXPERIMENT = "experiment=compare_horizon"
 # BugFix difficulties built for the main job's band: the floor, the start model's lead, the preset
 BUGFIX_BANDS = ("reading",)
@@ -79,12 +86,23 @@ def bugfix_start_model_config(difficulty: str, overrides: Sequence[str] = ()) ->
 
 def start_row(env_id: str, difficulty: str, c: TrainConfig) -> Row:
     """The start model of config ``c`` as a calibration row: its warm start's held-out evaluation
-    (built when missing). The reward and hack counts are the rates times the scored episodes;
-    detector matches are not recorded there (flagged 0)."""
-    ev = ensure_warmstart(c).start_eval
+    (built when missing)."""
+    return eval_row(env_id, difficulty, START_AGENT, ensure_warmstart(c).start_eval)
+
+
+def zero_shot_row(env_id: str, difficulty: str, c: TrainConfig) -> Row:
+    """The policy of config ``c`` before its warm start (a pretrained model's own weights) as a
+    calibration row: the start model's evaluation protocol (``zero_shot_evaluation``)."""
+    return eval_row(env_id, difficulty, ZERO_SHOT_AGENT, zero_shot_evaluation(c))
+
+
+def eval_row(env_id: str, difficulty: str, agent: str, ev: dict) -> Row:
+    """An evaluation dict (``algos.rollout.evaluate``) as a calibration row of role ``start``. The
+    reward and hack counts are the rates times the scored episodes; detector matches are not
+    recorded there (flagged 0)."""
     episodes, masked = int(ev["eval/episodes"]), int(ev["eval/masked"])
     scored = episodes - masked
-    return Row(env_id, difficulty, START_AGENT, "start", True, None, episodes, masked,
+    return Row(env_id, difficulty, agent, "start", True, None, episodes, masked,
                round(ev["eval/success"] * scored), round(ev["eval/train_reward"] * scored),
                round(ev["eval/hack_rate"] * scored), 0, ev["eval/mean_turns"], math.nan)
 
@@ -143,16 +161,18 @@ def band_checks(rows: list[Row]) -> list[str]:
 
 
 def with_start_models(rows: list[Row], configs: dict[int, TrainConfig],
-                      bugfix_configs: dict[str, TrainConfig] | None = None) -> list[Row]:
+                      bugfix_configs: dict[str, TrainConfig] | None = None, zero_shot: bool = False) -> list[Row]:
     """``rows`` with each horizon's start-model row (``configs``: horizon -> its config) and each
     BugFix band difficulty's (``bugfix_configs``: difficulty -> its config) after that horizon's or
-    difficulty's last scripted row."""
+    difficulty's last scripted row; with ``zero_shot``, the same policy's row before its warm start
+    first."""
     out = list(rows)
     todo = [(envs.LONG_HORIZON_V3_ID, f"stages={h}", c) for h, c in configs.items()]
     todo += [(envs.BUGFIX_ID, d, c) for d, c in (bugfix_configs or {}).items()]
     for env_id, d, c in todo:
         last = max(i for i, r in enumerate(out) if r.env == env_id and r.difficulty == d)
-        out.insert(last + 1, start_row(env_id, d, c))
+        added = ([zero_shot_row(env_id, d, c)] if zero_shot else []) + [start_row(env_id, d, c)]
+        out[last + 1:last + 1] = added
     return out
 
 
@@ -173,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also the horizon preset's start model at each --horizons value and the main job's start "
                              f"model on each of {', '.join(BUGFIX_BANDS)} in --difficulties (cached warm starts, built "
                              "when missing: minutes each) and the band checks")
+    parser.add_argument("--zero-shot", action="store_true",
+                        help="with --start-model: also each start model's policy before its warm start (a pretrained "
+                             "model's own weights), evaluated as the start model is (the zero_shot rows)")
     parser.add_argument("overrides", nargs="*", help="--start-model only: Hydra overrides of the start models' config "
                                                      "(after --)")
     args = parser.parse_args(argv)
@@ -184,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     bad = [h for h in args.horizons if not 4 <= h <= 1000]
     if bad:
         parser.error(f"--horizons {bad} invalid; allowed: ints in 4..1000 (LongHorizon-v3 n_stages at n_rules 4)")
+    if args.zero_shot and not args.start_model:
+        parser.error("--zero-shot given without --start-model; allowed: --zero-shot with --start-model only")
     if args.overrides and not args.start_model:
         parser.error(f"overrides {args.overrides} given without --start-model; allowed: overrides after -- with "
                      f"--start-model only")
@@ -203,11 +228,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = calibrate(args.difficulties, args.episodes, args.seed, tuple(args.mistake_rates), args.split,
                      not args.no_long_horizon, horizons)
     if args.start_model:
-        rows = with_start_models(rows, configs, bugfix_configs)
+        rows = with_start_models(rows, configs, bugfix_configs, args.zero_shot)
     print(f"calibration: {args.episodes} episodes per row, seed {args.seed}, split {args.split}, task_index = i, "
           f"success = verified among unmasked episodes, 95% Wilson interval, reward = train_reward > 0, "
           f"hack = train_reward > 0 and verified == 0"
-          + ("; start_model rows: the preset's warm start, its own held-out evaluation" if args.start_model else ""))
+          + ("; start_model rows: the preset's warm start, its own held-out evaluation" if args.start_model else "")
+          + ("; zero_shot rows: the same policy before its warm start, evaluated alike" if args.zero_shot else ""))
     print(format_table(rows))
     bugfix_bands = bugfix_band_checks(rows)
     for line in checks(rows) + band_checks(rows) + bugfix_bands:

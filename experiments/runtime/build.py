@@ -132,13 +132,22 @@ def load_policy_weights(model, path: str) -> None:
         raise ValueError(f"checkpoint {path} does not match the policy shape: missing {bad}, unexpected {list(unexpected)}")
 
 
+def system_prompt(c: TrainConfig) -> str | None:
+    """The system message of a Hugging Face policy: the env's instructions (``envs.instructions``)
+    when ``policy.env_instructions``, then ``policy.system_prompt``, one per line; ``None`` when both
+    are off. ``ValueError`` for an env without instructions."""
+    parts = ([envs.instructions(c.env.name)] if c.policy.env_instructions else []) + \
+        ([c.policy.system_prompt] if c.policy.system_prompt else [])
+    return "\n".join(parts) or None
+
+
 def hf_policy(c: TrainConfig, value_head: bool = False):
     """The ``HFPolicy`` of ``policy.path`` (``policy.kind=hf``) with this config's device, dtype,
     end token, system prompt and LoRA adapters (initialised from ``policy.init_seed``)."""
     p = c.policy
     torch.manual_seed(p.init_seed)
     return load_policy(p.path, value_head=value_head, device=p.device, dtype=p.dtype, end_token=p.end_token or None,
-                       system=p.system_prompt or None,
+                       system=system_prompt(c),
                        lora=LoraSpec(r=p.lora_r, alpha=p.lora_alpha, dropout=p.lora_dropout, targets=p.lora_targets))
 
 

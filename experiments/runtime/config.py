@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 import envs
 from algos.hf_backend import load_layout, lora_target_problem
 from algos.registry import config_schemas
-from experiments.runtime.build import compression_kwargs, env_kwargs
+from experiments.runtime.build import compression_kwargs, env_kwargs, system_prompt
 from experiments.runtime.models import register_resolvers
 from experiments.runtime.schema import ConfigError, TrainConfig, check_action_budget, is_pair_run
 from experiments.runtime.warmstart import demo_actions
@@ -126,7 +126,11 @@ def check_policy(c: TrainConfig) -> None:
         return
     p = c.policy
     try:
-        layout = load_layout(p.path, p.end_token or None, p.system_prompt or None)
+        system = system_prompt(c)
+    except ValueError as e:
+        raise ConfigError(f"policy.env_instructions=true: {e}") from None
+    try:
+        layout = load_layout(p.path, p.end_token or None, system)
     except (ValueError, OSError) as e:
         hub = "" if Path(p.path).is_dir() else " (a hub id loads only with a network or from the local Hugging Face cache)"
         raise ConfigError(f"policy.path={p.path!r} (end_token={p.end_token!r}){hub}: " + " ".join(str(e).split())) from None

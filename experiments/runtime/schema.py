@@ -128,7 +128,10 @@ class PolicyConfig:
     device: str = "auto"
     # hf: the token that ends an assistant turn ("" = the tokenizer's eos_token)
     end_token: str = ""
-    # hf: system message rendered before the task ("" = none)
+    # hf: start the system message with the env's tools and action grammar (envs.instructions:
+    # the env spec's text for a model that has never seen the env); false = no env text
+    env_instructions: bool = False
+    # hf: system message rendered before the task, after the env's instructions ("" = none)
     system_prompt: str = ""
     # hf: LoRA adapters through peft (lora_r = 0: none, every weight trains)
     lora_r: int = 0

@@ -39,7 +39,7 @@ from envs import scripted_agent
 from envs.episode import run_episode
 from experiments.runtime.bc import behaviour_clone
 from experiments.runtime.build import (compression_kwargs, env_kwargs, eval_engine, make_env, new_policy, policy_layout,
-                                      policy_shape, start_eval_seed)
+                                      policy_shape, start_eval_seed, system_prompt)
 from experiments.runtime.rundir import atomic_save, atomic_write_text, file_lock
 from experiments.runtime.schema import WARMSTART_AGENTS, TrainConfig, fingerprint
 from experiments.runtime.seeds import DEMO
@@ -137,8 +137,9 @@ def policy_identity(c: TrainConfig) -> dict:
         # the warm start clones the policy alone: a separate critic's shape never determines it
         return {k: v for k, v in asdict(policy_shape(c)).items() if k not in ("critic_d_model", "critic_n_layers")}
     p = c.policy
-    ident = {k: getattr(p, k) for k in ("kind", "path", "dtype", "device", "end_token", "system_prompt",
+    ident = {k: getattr(p, k) for k in ("kind", "path", "dtype", "device", "end_token",
                                         "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "max_len")}
+    ident["system_prompt"] = system_prompt(c) or ""
     root = Path(p.path)
     if root.is_dir():
         ident["path"] = str(root.resolve())
@@ -191,6 +192,28 @@ def ensure_warmstart(c: TrainConfig, verbose: bool = True) -> WarmStart:
     return built[0] if built else WarmStart.from_json(json.loads((root / "warmstart.json").read_text()))
 
 
+def start_evaluation(c: TrainConfig, model) -> dict:
+    """The start model's evaluation protocol: ``warmstart.eval_tasks`` x
+    ``warmstart.eval_samples_per_task`` attempts on the ``eval.split`` tasks at ``eval.temperature``
+    from the start-evaluation seed (and on train tasks too with ``eval.train_split``)."""
+    engine = eval_engine(c, c.warmstart.eval_tasks * c.warmstart.eval_samples_per_task, max_envs=64)
+    ev = evaluate(engine, model, c.warmstart.eval_tasks, c.warmstart.eval_samples_per_task, c.eval.temperature,
+                  seed=start_eval_seed(c), split=c.eval.split)
+    if c.eval.train_split:
+        ev.update(evaluate(engine, model, c.warmstart.eval_tasks, c.warmstart.eval_samples_per_task,
+                           c.eval.temperature, seed=start_eval_seed(c), split="train", prefix="eval_train/"))
+    engine.close()
+    return ev
+
+
+def zero_shot_evaluation(c: TrainConfig) -> dict:
+    """:func:`start_evaluation` of the policy before any warm start (``new_policy``: a Hugging Face
+    model's own weights with zero LoRA adapters; the tiny policy's random init): what the warm
+    start adds is the start model's success minus this one's."""
+    torch.set_num_threads(max(1, c.threads))
+    return start_evaluation(c, new_policy(c))
+
+
 def build_warmstart(c: TrainConfig, root: Path, verbose: bool = True) -> WarmStart:
     t0 = time.perf_counter()
     torch.set_num_threads(max(1, c.threads))
@@ -199,13 +222,7 @@ def build_warmstart(c: TrainConfig, root: Path, verbose: bool = True) -> WarmSta
     demo_success = sum(int(t.verified or 0) for t in trajs) / max(len(trajs), 1)
     losses = behaviour_clone(model, trajs, c.warmstart.epochs, c.warmstart.lr, c.warmstart.batch_rows, c.warmstart.seed,
                              processes=c.warmstart.processes, bucketed=c.warmstart.bucketed)
-    engine = eval_engine(c, c.warmstart.eval_tasks * c.warmstart.eval_samples_per_task, max_envs=64)
-    ev = evaluate(engine, model, c.warmstart.eval_tasks, c.warmstart.eval_samples_per_task, c.eval.temperature,
-                  seed=start_eval_seed(c), split=c.eval.split)
-    if c.eval.train_split:
-        ev.update(evaluate(engine, model, c.warmstart.eval_tasks, c.warmstart.eval_samples_per_task,
-                           c.eval.temperature, seed=start_eval_seed(c), split="train", prefix="eval_train/"))
-    engine.close()
+    ev = start_evaluation(c, model)
     root.mkdir(parents=True, exist_ok=True)
     path = root / "policy.pt"
     atomic_save({"policy": model.state_dict(), "shape": model.shape.__dict__}, path)

@@ -14,7 +14,7 @@ from algos.metrics import binomial_confidence_interval
 from entry import run_entry
 from experiments.compare.job import TINY_OVERRIDES
 from experiments.probes import band as band_module
-from experiments.probes.band import (START_AGENT, band_checks, bugfix_band_checks, bugfix_start_model_config,
+from experiments.probes.band import (START_AGENT, ZERO_SHOT_AGENT, band_checks, bugfix_band_checks, bugfix_start_model_config,
                                       start_model_overrides)
 from experiments.probes.calibrate import Row
 
@@ -54,10 +54,15 @@ def test_start_model_config_is_the_horizon_presets_with_scaled_demos():
 def test_calibrate_start_model_row_is_the_warm_starts_own_evaluation(tmp_path):
     overrides = [*TINY_OVERRIDES, f"warmstart.cache_dir={tmp_path}"]
     done = run_entry("experiments.calibrate", ["--episodes", "4", "--difficulties", "easy", "--mistake-rates", "0.1",
-                                               "--horizons", "4", "--start-model", "--", *overrides], cwd=ROOT)
+                                               "--horizons", "4", "--start-model", "--zero-shot", "--", *overrides],
+                     cwd=ROOT)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().split("\n")
-    (start,) = [line.split() for line in lines if line.startswith("LongHorizon-v3") and f" {START_AGENT} " in line]
+    v3 = [line.split() for line in lines if line.startswith("LongHorizon-v3")]
+    (start,) = [row for row in v3 if row[2] == START_AGENT]
+    # the zero-shot row comes right before: the same policy untrained (random init) on the same 4
+    # attempts, which writes no valid 6-action episode
+    assert v3[v3.index(start) - 1][2:3] + v3[v3.index(start) - 1][8:9] == [ZERO_SHOT_AGENT, "0/4"]
     (info,) = [json.loads(p.read_text()) for p in tmp_path.glob("*/warmstart.json")]
     ev = info["start_eval"]
     k, n = round(ev["eval/success"] * ev["eval/episodes"]), ev["eval/episodes"]
@@ -71,6 +76,8 @@ def test_calibrate_start_model_row_is_the_warm_starts_own_evaluation(tmp_path):
 def test_calibrate_refuses_overrides_without_start_model_and_bad_overrides_before_playing():
     done = run_entry("experiments.calibrate", ["--horizons", "8", "--", "eval.tasks=2"], cwd=ROOT)
     assert done.returncode == 2 and "without --start-model" in done.stderr.strip().splitlines()[-1]
+    done = run_entry("experiments.calibrate", ["--horizons", "8", "--zero-shot"], cwd=ROOT)
+    assert done.returncode == 2 and "--zero-shot given without --start-model" in done.stderr.strip().splitlines()[-1]
     done = run_entry("experiments.calibrate", ["--horizons", "8", "--start-model", "--", "eval.tasks=zero"], cwd=ROOT)
     assert done.returncode == 2 and "--start-model config:" in done.stderr.strip().splitlines()[-1]
     assert done.stdout == ""  # refused before any episode: no table

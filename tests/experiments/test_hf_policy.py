@@ -12,7 +12,8 @@ import pytest
 pytest.importorskip("transformers")
 
 from entry import run_entry  # noqa: E402
-from experiments.runtime.build import policy_layout  # noqa: E402
+import envs  # noqa: E402
+from experiments.runtime.build import policy_layout, system_prompt  # noqa: E402
 from experiments.runtime.config import compose_config, validate  # noqa: E402
 from experiments.runtime.schema import ConfigError, resolve_critic  # noqa: E402
 from experiments.runtime.warmstart import cache_key, demonstrations  # noqa: E402
@@ -185,3 +186,12 @@ def test_warmstart_entry_point_builds_the_hf_start_model(tmp_path, hf_model_dir)
     (info,) = list((tmp_path / "ws").glob("*/warmstart.json"))
     ws = json.loads(info.read_text())
     assert ws["demos"] >= 1 and 0 <= ws["start_success"] <= 1 and (info.parent / "policy.pt").is_file()
+
+
+def test_env_instructions_start_the_system_message(hf_model_dir):
+    c = hf_config(hf_model_dir, "policy.env_instructions=true", "policy.system_prompt='Be brief.'", "policy.max_len=4096")
+    assert system_prompt(c) == envs.instructions(c.env.name) + "\nBe brief."
+    assert system_prompt(hf_config(hf_model_dir)) is None
+    with pytest.raises(ConfigError, match=r"^policy.env_instructions=true: env 'long_horizon' has no instructions; "
+                                          r"allowed: bugfix, long_horizon_v3$"):
+        hf_config(hf_model_dir, "env=long_horizon", "policy.env_instructions=true")

@@ -17,8 +17,8 @@ from algos.hf_backend import LoraSpec, load_layout, load_policy  # noqa: E402
 from algos.registry import make_trainer  # noqa: E402
 from algos.rollout import RolloutEngine, make_requests  # noqa: E402
 from entry import run_entry  # noqa: E402
-from envs.bugfix.actions import USAGE  # noqa: E402
 from experiments.runtime import models  # noqa: E402
+from experiments.runtime.build import system_prompt  # noqa: E402
 from experiments.runtime.config import ACTION_TOKEN_MARGIN, compose_config, validate  # noqa: E402
 from experiments.runtime.schema import AlgoConfig, ConfigError  # noqa: E402
 from experiments.runtime.warmstart import demo_actions  # noqa: E402
@@ -79,15 +79,14 @@ def test_a_missing_model_is_a_one_line_error_naming_the_command(tmp_path, monkey
 def test_policy_smollm2_is_the_hf_policy_on_the_cached_model(smollm2_dir, smol_config):
     p = smol_config.policy
     assert p.kind == "hf" and p.path == str(smollm2_dir) and p.lora_r == 8 and p.lora_targets == "all-linear"
-    tools = [v for v in USAGE if v not in ("skip_tests", "edit_test", "delete_test")]  # the traps go unnamed
-    assert all(USAGE[v] in p.system_prompt for v in tools) and "skip_tests" not in p.system_prompt
+    assert p.env_instructions and system_prompt(smol_config) == envs.instructions(envs.BUGFIX_ID)
 
 
 def test_the_action_budget_comes_from_the_tokenizer(smol_config):
     """Unset, ``rollout.max_action_tokens`` is the warm start's longest demo action in SmolLM2's
     tokenizer (digits are one id each) plus the margin; set below it, a config error before any
     compute names the knob, the action and the length needed."""
-    layout = load_layout(smol_config.policy.path, None, smol_config.policy.system_prompt)
+    layout = load_layout(smol_config.policy.path, None, system_prompt(smol_config))
     longest = max(len(layout.action_ids(a)) - 1 for a in demo_actions(smol_config))
     assert longest > 12 and smol_config.rollout.max_action_tokens == longest + ACTION_TOKEN_MARGIN
     with pytest.raises(ConfigError, match=rf"^rollout.max_action_tokens=12 is below the longest warm-start demo action "
@@ -111,7 +110,7 @@ def smol_rollout(smol_config):
 def _policy(c, value_head: bool):
     torch.manual_seed(c.policy.init_seed)
     p = c.policy
-    return load_policy(p.path, value_head=value_head, device="cpu", dtype="float32", system=p.system_prompt,
+    return load_policy(p.path, value_head=value_head, device="cpu", dtype="float32", system=system_prompt(c),
                        lora=LoraSpec(r=p.lora_r, alpha=p.lora_alpha, dropout=p.lora_dropout, targets=p.lora_targets))
 
 
