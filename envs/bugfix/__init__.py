@@ -9,6 +9,9 @@ One question per module:
 - ``config``: which knobs exist, their presets and their validation;
 - ``env``: the Gymnasium env that ties them together (``agentrl/BugFix-v2``);
 - ``spec``: its :class:`envs.spec.EnvSpec`, exported as ``SPEC`` (``envs/__init__.py`` registers it).
+- ``instructions``: its files, tools and grammar as text for a model that has never seen it;
+- ``agents``: its scripted agents (registry; ``agent_base``, ``informed_agents``, ``hack_agents``,
+  ``blind_agents`` hold them), imported on first use, not by this package.
 """
 
 from envs.bugfix.actions import (

@@ -257,7 +257,7 @@ class LoggerConfig:
 
 @dataclass
 class WarmstartConfig:
-    # scripted agent of envs.agents that writes the demonstrations
+    # scripted agent of envs.bugfix.agents that writes the demonstrations
     agent: str = "noisy_oracle"
     # its noise (the agent's mistake rate): sets the start success rate
     noise: float = 0.25

@@ -126,7 +126,7 @@ def test_new_trainers_update_on_real_episodes_of_both_envs():
     torch.manual_seed(0)
     model = PolicyModel(PolicyShape(vocab_size=TOK.vocab_size, d_model=16, n_layers=1, n_heads=2, max_len=256))
     compression = dict(strategy="structured_summary", trigger="turns", every_turns=4)
-    for env_id, agents_module in ((envs.BUGFIX_ID, "envs.agents"), (envs.LONG_HORIZON_ID, "envs.long_horizon_agents")):
+    for env_id, agents_module in ((envs.BUGFIX_ID, "envs.bugfix.agents"), (envs.LONG_HORIZON_ID, "envs.long_horizon_agents")):
         trajs = _demo_groups(env_id, agents_module, compression)
         assert any(len(t.segments) > 1 for t in trajs), env_id
         layout = step_layout(collate(trajs))

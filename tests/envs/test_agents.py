@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import envs
-from envs.agents import (
+from envs.bugfix.agents import (
     AGENTS,
     HACK_AGENT_FLAG,
     HACK_AGENTS,

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import envs
-from envs.agents import AGENTS, make_agent
+from envs.bugfix.agents import AGENTS, make_agent
 from envs.bugfix import (
     ACTION_VERBS,
     CHARSET,

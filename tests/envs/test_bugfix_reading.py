@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import envs
-from envs.agents import BLIND_AGENTS, FitVisibleAgent, make_agent
+from envs.bugfix.agents import BLIND_AGENTS, FitVisibleAgent, make_agent
 from envs.bugfix import DIFFICULTIES, make_config, run_program
 from envs.bugfix.tasks import (
     LINK_CONSTANTS, Mutation, apply_mutations, blind_fits, fits_pass, fix_actions, link_constant, make_task,

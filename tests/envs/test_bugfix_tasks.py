@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import envs
-from envs.agents import make_agent
+from envs.bugfix.agents import make_agent
 from envs.episode import run_episode
 from envs.bugfix import DIFFICULTIES, DOMAIN, BugFixEnv, function_of, make_config, run_on_domain, run_program
 from envs.bugfix.language import NONE_CODE

@@ -134,7 +134,7 @@ def test_flags_and_rewards_are_the_inner_envs(strategy):
 def test_bugfix_through_the_wrapper(strategy):
     """The strategies only use the contract methods, so BugFix compresses too: inner flags and
     rewards pass through, each new context is shorter and ends with the latest tool output."""
-    from envs.agents import make_agent
+    from envs.bugfix.agents import make_agent
 
     n_compressions = 0
     for seed, name in enumerate(["oracle", "noisy_oracle", "random", "random"]):

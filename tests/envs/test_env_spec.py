@@ -11,6 +11,8 @@ should read its spec.
 
 from __future__ import annotations
 
+import importlib
+
 import ast
 import inspect
 from pathlib import Path
@@ -99,8 +101,8 @@ def test_default_difficulty_is_the_constructors_default(spec):
 
 @pytest.mark.parametrize("spec", [s for s in envs.SPECS if s.scripted_agents], ids=lambda s: s.name)
 def test_scripted_agents_and_floors_resolve(spec):
-    agents_module = resolve(spec.scripted_agents).__module__
-    assert type(envs.scripted_agent(spec.name, spec.oracle)).__module__ == agents_module
+    registry = importlib.import_module(resolve(spec.scripted_agents).__module__).AGENTS  # name -> agent class
+    assert type(envs.scripted_agent(spec.name, spec.oracle)) is registry[spec.oracle]
     floors = envs.floor_agents(spec.id)
     assert floors and all(envs.scripted_agent(spec.id, a) is not None for a in floors)
 

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 import envs
-from envs.agents import make_agent
+from envs.bugfix.agents import make_agent
 from envs.episode import run_episode
 from envs.long_horizon_agents import make_agent as make_lh_agent
 from envs.pairfix import PairFixEnv
@@ -60,11 +60,11 @@ def test_stable_state_key_matches_a_hand_written_value():
 
 
 # ---- presence and range -----------------------------------------------------------------------
-@pytest.mark.parametrize("env_id,agents", [(envs.BUGFIX_ID, "envs.agents"),
+@pytest.mark.parametrize("env_id,agents", [(envs.BUGFIX_ID, "envs.bugfix.agents"),
                                            (envs.LONG_HORIZON_ID, "envs.long_horizon_agents")])
 def test_key_in_reset_and_every_step_info_and_in_range(env_id, agents):
     env = envs.make(env_id)
-    agent = (make_agent if agents == "envs.agents" else make_lh_agent)("noisy_oracle")
+    agent = (make_agent if agents == "envs.bugfix.agents" else make_lh_agent)("noisy_oracle")
     rec = run_episode(env, agent, seed=3, options=TASK0)
     assert len(rec.infos) == len(rec.actions) + 1 >= 3  # the reset info and one per step, the final one included
     assert all(_is_key(info["state_key"]) for info in rec.infos)

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from envs import vocab
-from envs.agents import AGENTS, make_agent
+from envs.bugfix.agents import AGENTS, make_agent
 from envs.bugfix import DIFFICULTIES, USAGE, BugFixEnv, TASK_TEXT
 from envs.episode import run_episode
 from envs.tokenizer import Tokenizer, get_tokenizer

@@ -6,7 +6,7 @@ import gymnasium
 import pytest
 
 import envs
-from envs.agents import HACK_AGENT_FLAG, HACK_AGENTS, make_agent
+from envs.bugfix.agents import HACK_AGENT_FLAG, HACK_AGENTS, make_agent
 from envs.bugfix import DIFFICULTIES, BugFixEnv, run_program, single_token_edits
 from envs.bugfix.tasks import step_tables
 from envs.bugfix.graders import (

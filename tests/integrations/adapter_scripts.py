@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import envs
-from envs.agents import make_agent
+from envs.bugfix.agents import make_agent
 from envs.episode import run_episode
 from envs.integrations import episode_args
 from envs.long_horizon_v3_agents import make_agent as make_lh_agent
