@@ -11,9 +11,8 @@ should read its spec.
 
 from __future__ import annotations
 
-import importlib
-
 import ast
+import importlib
 import inspect
 from pathlib import Path
 
