@@ -169,15 +169,17 @@ def build_policy(c: TrainConfig, start_path: str = ""):
     """``(policy, critic | None, reference | None)``: models of ``policy_shape(c, resolve_critic(c))``
     initialised from ``policy.init_seed`` (``policy.kind=hf``: ``hf_policy``, with a value head
     when the critic is ``head``), the policy loaded from ``start_path`` when given (a separate
-    critic starts from the start model's trunk), and a frozen copy of the start policy as the KL
-    reference when ``algo.kl_coef > 0``."""
+    critic of the policy's width and depth starts from the start model's trunk; one of its own
+    ``policy.critic_d_model`` / ``critic_n_layers`` from ``policy.init_seed``), and a frozen copy
+    of the start policy as the KL reference when ``algo.kl_coef > 0``."""
     if c.policy.kind == "hf":
         policy, critic = hf_policy(c, value_head=resolve_critic(c) == "head"), None
     else:
         policy, critic = build_models(policy_shape(c, critic=resolve_critic(c)), seed=c.policy.init_seed)
     if start_path:
         load_policy_weights(policy, start_path)
-        if critic is not None:
+        if critic is not None and (critic.shape.d_model, critic.shape.n_layers) == (policy.shape.d_model,
+                                                                                   policy.shape.n_layers):
             critic.trunk.load_state_dict(policy.trunk.state_dict())
     reference = frozen_copy(policy) if c.algo.kl_coef > 0 else None
     return policy, critic, reference
