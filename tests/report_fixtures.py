@@ -11,6 +11,8 @@ from pathlib import Path
 
 import yaml
 
+from experiments.report.keys import METHODS_WITH_CRITIC
+
 # Final held-out success per seed (summary.json "eval/success").
 FINAL_SUCCESS = {"grpo": [0.5, 0.6, 0.7], "ppo": [0.4, 0.4, 0.7]}
 SEEDS = [0, 1, 2]
@@ -48,7 +50,7 @@ def _metrics_lines(algo: str, seed: int, final: float | None = None) -> list[dic
         }
         if u % 2 == 0:  # eval every 2 updates; the last one is the final eval
             line["eval/success"] = final if u == UPDATES else final / 2
-        if algo == "ppo":
+        if algo in METHODS_WITH_CRITIC:  # ppo, ppo_long, ppo_segment_terminal, ...
             line["critic/explained_variance_heldout"] = 0.2 * u
             line["critic/heldout_points"] = 10
             line["critic/value_loss"] = 0.3

@@ -2,10 +2,12 @@
 (a Hydra override such as ``algo.critic_lam=null``), one sweep directory per recipe.
 
     python -m experiments.report.ablation --method ppo_long --full SWEEP_DIR \\
-        --variant NAME=SWEEP_DIR [--variant NAME=SWEEP_DIR ...] [--out OUT_PATH]
+        --variant NAME=SWEEP_DIR[@METHOD] [--variant ...] [--out OUT_PATH]
 
 Each directory is searched recursively for run directories (:func:`experiments.report.load.load_runs`);
-only the runs of ``--method`` count. A variant's sweep, e.g.
+only the runs of ``--method`` count, or in a variant's directory those of its ``@METHOD``: a
+registered variant of the method run with the method's settings, e.g. ``ppo_segment_terminal``
+with ``ppo_long``'s ``algo.*`` values (its row then lists ``algo.name`` among what changed). A variant's sweep, e.g.
 ``python -m experiments.compare --preset horizon --horizons 64 --methods ppo_long --seeds 0,1
 --sweep-dir DIR -- algo.critic_lam=null``, puts them under ``DIR/n64``.
 
@@ -213,13 +215,14 @@ def task_line(full: Recipe) -> str:
     return ", ".join(parts)
 
 
-def render_ablation(method: str, full_dir: str | Path, variants: Sequence[tuple[str, str | Path]],
+def render_ablation(method: str, full_dir: str | Path, variants: Sequence[tuple],
                     out: str | Path | None = None) -> tuple[str, list[AblationRow]]:
-    """``(markdown, rows)``; writes the markdown to ``out`` when given."""
+    """``(markdown, rows)``; ``variants``: ``(name, sweep_dir)`` or ``(name, sweep_dir, its method)``
+    (``None`` or absent: ``method``); writes the markdown to ``out`` when given."""
     if not variants:
         raise ReportError("no variants given; allowed: one or more --variant NAME=SWEEP_DIR")
     full = load_recipe("full", full_dir, method)
-    recipes = [full] + [load_recipe(name, d, method) for name, d in variants]
+    recipes = [full] + [load_recipe(v[0], v[1], (v[2] if len(v) > 2 else None) or method) for v in variants]
     rows = [ablation_row(full, r, method) for r in recipes]
     lines = [f"# Ablation of {method}", "",
              f"Each variant against the full recipe on the same task ({task_line(full)}). \"What changed\" lists "
@@ -236,24 +239,27 @@ def render_ablation(method: str, full_dir: str | Path, variants: Sequence[tuple[
     return markdown, rows
 
 
-def parse_variant(text: str) -> tuple[str, str]:
-    """``NAME=SWEEP_DIR`` -> ``(NAME, SWEEP_DIR)``."""
-    name, sep, path = text.partition("=")
-    if not sep or not name.strip() or not path.strip():
-        raise ReportError(f"--variant {text!r}: expected NAME=SWEEP_DIR")
-    return name.strip(), path.strip()
+def parse_variant(text: str) -> tuple[str, str, str | None]:
+    """``NAME=SWEEP_DIR`` -> ``(NAME, SWEEP_DIR, None)``; ``NAME=SWEEP_DIR@METHOD`` -> ``(NAME,
+    SWEEP_DIR, METHOD)``."""
+    name, sep, rest = text.partition("=")
+    path, at, variant_method = rest.rpartition("@") if "@" in rest else (rest, "", "")
+    if not sep or not name.strip() or not path.strip() or (at and not variant_method.strip()):
+        raise ReportError(f"--variant {text!r}: expected NAME=SWEEP_DIR or NAME=SWEEP_DIR@METHOD")
+    return name.strip(), path.strip(), variant_method.strip() or None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m experiments.report.ablation", description=__doc__.splitlines()[0])
     p.add_argument("--method", required=True, help="the method (algo.name) whose recipe is ablated")
     p.add_argument("--full", required=True, help="sweep directory of the full recipe's runs")
-    p.add_argument("--variant", action="append", default=[], help="NAME=SWEEP_DIR of one variant (repeatable)")
+    p.add_argument("--variant", action="append", default=[], help="NAME=SWEEP_DIR of one variant, or NAME=SWEEP_DIR@METHOD for the runs of another "
+                                                                  "registered method there (repeatable)")
     p.add_argument("--out", default=None, help="also write the markdown to this file")
     a = p.parse_args(argv)
     try:
         variants = [parse_variant(v) for v in a.variant]
-        names = [n for n, _ in variants]
+        names = [v[0] for v in variants]
         if len(set(names)) != len(names) or "full" in names:
             raise ReportError(f"variant names must be distinct and not 'full'; got {', '.join(names)}")
         markdown, _ = render_ablation(a.method, a.full, variants, a.out)

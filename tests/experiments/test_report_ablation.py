@@ -129,3 +129,22 @@ def test_ablation_cli_prints_and_writes_the_table(tmp_path):
         bad = run_entry("experiments.report.ablation", ["--method", "ppo", "--full", str(full), *argv], cwd=ROOT)
         assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("report: "), bad.stderr
         assert message in bad.stderr
+
+
+def test_a_variant_may_be_another_registered_method_run_with_the_methods_settings(tmp_path):
+    """``NAME=SWEEP_DIR@METHOD``: the runs of METHOD in that directory, e.g. ``ppo_segment_terminal``
+    with ``ppo_long``'s settings; its row names ``algo.name`` among what changed."""
+    full = recipe_sweep(tmp_path / "full", [0.6, 0.7, 0.8], method="ppo_long")
+    terminal = recipe_sweep(tmp_path / "terminal", [0.3, 0.4], method="ppo_segment_terminal")
+    done = run_entry("experiments.report.ablation", ["--method", "ppo_long", "--full", str(full),
+                                                     "--variant", f"terminal={terminal}@ppo_segment_terminal"], cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    # the numbers of test_rows_means_differences_and_verdicts_by_hand's no_lam row (0.3, 0.4 against 0.6, 0.7, 0.8)
+    assert ("| terminal | `algo.name=ppo_segment_terminal` | 2 (0, 1) | 0.350 [-0.285, 0.985] | -0.350 [-0.599, -0.101] "
+            "| behind |") in done.stdout
+    without = run_entry("experiments.report.ablation", ["--method", "ppo_long", "--full", str(full),
+                                                        "--variant", f"terminal={terminal}"], cwd=ROOT)
+    assert without.returncode == 2 and "no runs of ppo_long under" in without.stderr
+    bad = run_entry("experiments.report.ablation", ["--method", "ppo_long", "--full", str(full),
+                                                    "--variant", f"terminal={terminal}@"], cwd=ROOT)
+    assert bad.returncode == 2 and "expected NAME=SWEEP_DIR or NAME=SWEEP_DIR@METHOD" in bad.stderr
