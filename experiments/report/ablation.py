@@ -34,10 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from experiments.report.keys import CRITIC_EV_KEY, METHODS_WITH_CRITIC, ReportError
 from experiments.report.load import Run, group_runs, load_runs
 from experiments.report.stats import fmt_seeds, mean_ci, t_critical, verdict, welch_interval
 from experiments.report.tables import second_half_mean, summary_values
+from experiments.runtime.schema import TrainConfig
 
 SUCCESS_KEY = "eval/success"
 WALL_KEY = "compute/wall_seconds"
@@ -65,9 +68,18 @@ def is_bookkeeping(key: str) -> bool:
     return any(key == k or key.startswith(k + ".") for k in BOOKKEEPING_KEYS)
 
 
+def schema_defaults() -> dict[str, Any]:
+    """The flattened defaults of :class:`TrainConfig` outside ``algo.*`` (each method has its own
+    algo schema): what a run made before a key existed ran with, since a new key defaults to the
+    behaviour before it."""
+    defaults = flat_config(OmegaConf.to_container(OmegaConf.structured(TrainConfig), resolve=False))
+    return {k: v for k, v in defaults.items() if not k.startswith(ABLATED_PREFIX)}
+
+
 def recipe_config(run: Run) -> dict[str, Any]:
-    """The run's flattened config without :data:`BOOKKEEPING_KEYS`."""
-    return {k: v for k, v in flat_config(run.config).items() if not is_bookkeeping(k)}
+    """The run's flattened config without :data:`BOOKKEEPING_KEYS`; a key its config.yaml lacks
+    takes the schema's default (:func:`schema_defaults`)."""
+    return {k: v for k, v in {**schema_defaults(), **flat_config(run.config)}.items() if not is_bookkeeping(k)}
 
 
 def config_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:

@@ -148,3 +148,14 @@ def test_a_variant_may_be_another_registered_method_run_with_the_methods_setting
     bad = run_entry("experiments.report.ablation", ["--method", "ppo_long", "--full", str(full),
                                                     "--variant", f"terminal={terminal}@"], cwd=ROOT)
     assert bad.returncode == 2 and "expected NAME=SWEEP_DIR or NAME=SWEEP_DIR@METHOD" in bad.stderr
+
+
+def test_a_key_a_runs_config_lacks_takes_the_schema_default(tmp_path):
+    """A run made before a config key existed ran with that key's default: a variant that records
+    the default is the same recipe, one that records another value is not."""
+    full = recipe_sweep(tmp_path / "full", [0.6, 0.7])
+    same = recipe_sweep(tmp_path / "same", [0.5, 0.6], other={"policy.env_instructions": False})
+    assert what_changed(load_recipe("full", full, "ppo"), load_recipe("same", same, "ppo")) == ()
+    other = recipe_sweep(tmp_path / "other", [0.5, 0.6], other={"policy.env_instructions": True})
+    with pytest.raises(ReportError, match=r"policy.env_instructions=True under .*policy.env_instructions=False under"):
+        render_ablation("ppo", full, [("other", other)])
