@@ -31,6 +31,7 @@ import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -68,10 +69,11 @@ def is_bookkeeping(key: str) -> bool:
     return any(key == k or key.startswith(k + ".") for k in BOOKKEEPING_KEYS)
 
 
+@lru_cache(maxsize=1)
 def schema_defaults() -> dict[str, Any]:
     """The flattened defaults of :class:`TrainConfig` outside ``algo.*`` (each method has its own
     algo schema): what a run made before a key existed ran with, since a new key defaults to the
-    behaviour before it."""
+    behaviour before it. Cached: callers read it, never change it."""
     defaults = flat_config(OmegaConf.to_container(OmegaConf.structured(TrainConfig), resolve=False))
     return {k: v for k, v in defaults.items() if not k.startswith(ABLATED_PREFIX)}
 
