@@ -15,10 +15,10 @@ from typing import ClassVar
 import numpy as np
 
 import envs
-from envs import agents as bugfix_agents
 from envs import long_horizon_agents as lh_agents
 from envs import long_horizon_v3_agents as lh3_agents
 from envs.bugfix import DIFFICULTIES
+from envs.bugfix import agents as bugfix_agents
 from envs.bugfix import is_hack
 from envs.bugfix.graders import VERIFIER_INPUTS
 from envs.compression import ContextCompression

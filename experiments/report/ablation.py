@@ -31,17 +31,13 @@ import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
-
-from omegaconf import OmegaConf
 
 from experiments.report.keys import CRITIC_EV_KEY, METHODS_WITH_CRITIC, ReportError
 from experiments.report.load import Run, group_runs, load_runs
 from experiments.report.stats import fmt_seeds, mean_ci, t_critical, verdict, welch_interval
 from experiments.report.tables import second_half_mean, summary_values
-from experiments.runtime.schema import TrainConfig
 
 SUCCESS_KEY = "eval/success"
 WALL_KEY = "compute/wall_seconds"
@@ -49,6 +45,9 @@ ABLATED_PREFIX = "algo."
 #: Config keys (and key prefixes) that name or place a run rather than define its recipe.
 BOOKKEEPING_KEYS = ("seed", "run_dir", "runs_root", "resume", "progress", "threads", "logger", "warmstart.cache_dir")
 ABSENT = "<absent>"
+#: Config keys added after runs were recorded, each with the value that reproduces the runs made
+#: before it (its schema default, tested): a run whose config.yaml lacks the key ran with it.
+ADDED_KEYS: dict[str, Any] = {"policy.env_instructions": False}
 COLUMNS = ("recipe", "what changed", "seeds", "final held-out success, mean [95% CI]",
            "minus full recipe [95% Welch]", "verdict", "critic EV held-out (2nd-half mean)", "wall s (training)")
 
@@ -69,19 +68,10 @@ def is_bookkeeping(key: str) -> bool:
     return any(key == k or key.startswith(k + ".") for k in BOOKKEEPING_KEYS)
 
 
-@lru_cache(maxsize=1)
-def schema_defaults() -> dict[str, Any]:
-    """The flattened defaults of :class:`TrainConfig` outside ``algo.*`` (each method has its own
-    algo schema): what a run made before a key existed ran with, since a new key defaults to the
-    behaviour before it. Cached: callers read it, never change it."""
-    defaults = flat_config(OmegaConf.to_container(OmegaConf.structured(TrainConfig), resolve=False))
-    return {k: v for k, v in defaults.items() if not k.startswith(ABLATED_PREFIX)}
-
-
 def recipe_config(run: Run) -> dict[str, Any]:
-    """The run's flattened config without :data:`BOOKKEEPING_KEYS`; a key its config.yaml lacks
-    takes the schema's default (:func:`schema_defaults`)."""
-    return {k: v for k, v in {**schema_defaults(), **flat_config(run.config)}.items() if not is_bookkeeping(k)}
+    """The run's flattened config without :data:`BOOKKEEPING_KEYS`; a key of :data:`ADDED_KEYS` its
+    config.yaml lacks takes the value runs made before that key ran with."""
+    return {k: v for k, v in {**ADDED_KEYS, **flat_config(run.config)}.items() if not is_bookkeeping(k)}
 
 
 def config_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from omegaconf import OmegaConf
 
 from entry import run_entry
 from experiments.report import ReportError
-from experiments.report.ablation import load_recipe, render_ablation, what_changed
+from experiments.report.ablation import ADDED_KEYS, load_recipe, render_ablation, what_changed
+from experiments.runtime.schema import TrainConfig
 from report_fixtures import write_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,8 +153,13 @@ def test_a_variant_may_be_another_registered_method_run_with_the_methods_setting
 
 
 def test_a_key_a_runs_config_lacks_takes_the_schema_default(tmp_path):
-    """A run made before a config key existed ran with that key's default: a variant that records
-    the default is the same recipe, one that records another value is not."""
+    """A run made before a config key existed ran with that key's default (``ADDED_KEYS``, each the
+    schema default): a variant that records the default is the same recipe, one that records
+    another value is not."""
+    defaults = OmegaConf.to_container(OmegaConf.structured(TrainConfig))
+    for dotted, value in ADDED_KEYS.items():
+        section, key = dotted.split(".")
+        assert defaults[section][key] == value, dotted
     full = recipe_sweep(tmp_path / "full", [0.6, 0.7])
     same = recipe_sweep(tmp_path / "same", [0.5, 0.6], other={"policy.env_instructions": False})
     assert what_changed(load_recipe("full", full, "ppo"), load_recipe("same", same, "ppo")) == ()
