@@ -176,6 +176,23 @@ def with_start_models(rows: list[Row], configs: dict[int, TrainConfig],
     return out
 
 
+def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """A bad argument is one ``parser.error`` line (exit 2) naming it and what is allowed."""
+    if args.episodes < 1:
+        parser.error(f"--episodes={args.episodes} invalid; allowed: an int >= 1")
+    bad = [m for m in args.mistake_rates if not 0.0 <= m <= 1.0]
+    if bad:
+        parser.error(f"--mistake-rates {bad} invalid; allowed: numbers in [0, 1]")
+    bad = [h for h in args.horizons if not 4 <= h <= 1000]
+    if bad:
+        parser.error(f"--horizons {bad} invalid; allowed: ints in 4..1000 (LongHorizon-v3 n_stages at n_rules 4)")
+    if args.zero_shot and not args.start_model:
+        parser.error("--zero-shot given without --start-model; allowed: --zero-shot with --start-model only")
+    if args.overrides and not args.start_model:
+        parser.error(f"overrides {args.overrides} given without --start-model; allowed: overrides after -- with "
+                     f"--start-model only")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.calibrate",
                                      description="Floor / ceiling calibration with scripted agents, and the start "
@@ -199,19 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="--start-model only: Hydra overrides of the start models' config "
                                                      "(after --)")
     args = parser.parse_args(argv)
-    if args.episodes < 1:
-        parser.error(f"--episodes={args.episodes} invalid; allowed: an int >= 1")
-    bad = [m for m in args.mistake_rates if not 0.0 <= m <= 1.0]
-    if bad:
-        parser.error(f"--mistake-rates {bad} invalid; allowed: numbers in [0, 1]")
-    bad = [h for h in args.horizons if not 4 <= h <= 1000]
-    if bad:
-        parser.error(f"--horizons {bad} invalid; allowed: ints in 4..1000 (LongHorizon-v3 n_stages at n_rules 4)")
-    if args.zero_shot and not args.start_model:
-        parser.error("--zero-shot given without --start-model; allowed: --zero-shot with --start-model only")
-    if args.overrides and not args.start_model:
-        parser.error(f"overrides {args.overrides} given without --start-model; allowed: overrides after -- with "
-                     f"--start-model only")
+    check_args(parser, args)
     horizons = tuple(args.horizons) if not args.no_long_horizon else ()
     bands = [d for d in args.difficulties if d in BUGFIX_BANDS]
     if args.start_model and not horizons and not bands:
