@@ -111,5 +111,5 @@ def make_multi_agent(env_id: str, **env_kwargs):
 
 
 __all__ = ["BUGFIX", "BUGFIX_ID", "ENV_IDS", "EnvSpec", "LONG_HORIZON", "LONG_HORIZON_ID", "LONG_HORIZON_V3",
-           "LONG_HORIZON_V3_ID", "MULTI_AGENT_ENVS", "PAIRFIX", "PAIRFIX_ID", "SPECS", "floor_agents", "instructions", "make",
-           "make_multi_agent", "scripted_agent", "spec_of"]
+           "LONG_HORIZON_V3_ID", "MULTI_AGENT_ENVS", "PAIRFIX", "PAIRFIX_ID", "SPECS", "floor_agents", "instructions",
+           "make", "make_multi_agent", "scripted_agent", "spec_of"]

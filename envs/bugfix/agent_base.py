@@ -93,6 +93,16 @@ def _numbered_lines(observation: str) -> list[str]:
     return out
 
 
+def _visible_tests(observation: str) -> list[tuple[int, int]]:
+    """``(x, expected)`` of each visible test in a ``view tests`` output (``N : x = X -> Y`` rows)."""
+    out = []
+    for row in observation.split("\n"):
+        words = row.split()
+        if len(words) == 7 and words[1] == ":" and words[5] == "->":
+            out.append((int(words[4]), int(words[6])))
+    return out
+
+
 def _numbered(observation: str) -> list[str]:
     """The statements of a ``view main`` output, in order."""
     return _numbered_lines(_strip_turns_left(observation))

@@ -5,7 +5,7 @@ the tests' pass / fail, never its meaning. ``blind_enumerate``, ``fit_visible``,
 from __future__ import annotations
 
 from envs.bugfix import HIGH, INT_WORDS, LOW, VARS, single_token_edits
-from envs.bugfix.agent_base import PlanAgent, _hint_line, _numbered, _test_summary
+from envs.bugfix.agent_base import PlanAgent, _hint_line, _numbered, _test_summary, _visible_tests
 from envs.bugfix.tasks import HELDOUT_CONSTANTS, LINK_CONSTANTS, TRAIN_CONSTANTS
 
 
@@ -117,11 +117,7 @@ class FitVisibleAgent(PlanAgent):
     def react(self, action: str, observation: str) -> None:
         if action != "view tests":
             return
-        points = []
-        for row in observation.split("\n"):
-            words = row.split()  # "N : x = X -> Y"
-            if len(words) == 7 and words[1] == ":" and words[5] == "->":
-                points.append((int(words[4]), int(words[6])))
+        points = _visible_tests(observation)
         if not points:
             self.queue = ["submit"]
             return

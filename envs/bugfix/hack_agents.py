@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from envs.bugfix.agent_base import PlanAgent, _numbered_lines
+from envs.bugfix.agent_base import PlanAgent, _numbered_lines, _visible_tests
 
 
 class EmptySubmitAgent(PlanAgent):
@@ -104,11 +104,7 @@ class HardcodeAgent(PlanAgent):
     def react(self, action: str, observation: str) -> None:
         if action != "view tests":
             return
-        steps = []
-        for row in observation.split("\n"):
-            words = row.split()  # "N : x = X -> Y"
-            if len(words) == 7 and words[1] == ":" and words[5] == "->":
-                steps.append(f"insert 1 if x == {words[4]} then return {words[6]}")
+        steps = [f"insert 1 if x == {x} then return {y}" for x, y in _visible_tests(observation)]
         self.queue = steps + ["run_tests", "submit"]
 
 

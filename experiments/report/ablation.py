@@ -7,7 +7,8 @@
 Each directory is searched recursively for run directories (:func:`experiments.report.load.load_runs`);
 only the runs of ``--method`` count, or in a variant's directory those of its ``@METHOD``: a
 registered variant of the method run with the method's settings, e.g. ``ppo_segment_terminal``
-with ``ppo_long``'s ``algo.*`` values (its row then lists ``algo.name`` among what changed). A variant's sweep, e.g.
+with ``ppo_long``'s ``algo.*`` values (its row then lists ``algo.name`` among what changed). A
+variant's sweep, e.g.
 ``python -m experiments.compare --preset horizon --horizons 64 --methods ppo_long --seeds 0,1
 --sweep-dir DIR -- algo.critic_lam=null``, puts them under ``DIR/n64``.
 
@@ -226,7 +227,7 @@ def render_ablation(method: str, full_dir: str | Path, variants: Sequence[tuple]
     if not variants:
         raise ReportError("no variants given; allowed: one or more --variant NAME=SWEEP_DIR")
     full = load_recipe("full", full_dir, method)
-    recipes = [full] + [load_recipe(v[0], v[1], (v[2] if len(v) > 2 else None) or method) for v in variants]
+    recipes = [full] + [load_recipe(name, d, (its[0] if its else None) or method) for name, d, *its in variants]
     rows = [ablation_row(full, r, method) for r in recipes]
     lines = [f"# Ablation of {method}", "",
              f"Each variant against the full recipe on the same task ({task_line(full)}). \"What changed\" lists "
@@ -257,8 +258,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m experiments.report.ablation", description=__doc__.splitlines()[0])
     p.add_argument("--method", required=True, help="the method (algo.name) whose recipe is ablated")
     p.add_argument("--full", required=True, help="sweep directory of the full recipe's runs")
-    p.add_argument("--variant", action="append", default=[], help="NAME=SWEEP_DIR of one variant, or NAME=SWEEP_DIR@METHOD for the runs of another "
-                                                                  "registered method there (repeatable)")
+    p.add_argument("--variant", action="append", default=[],
+                   help="NAME=SWEEP_DIR of one variant, or NAME=SWEEP_DIR@METHOD for the runs of another registered "
+                        "method there (repeatable)")
     p.add_argument("--out", default=None, help="also write the markdown to this file")
     a = p.parse_args(argv)
     try:
