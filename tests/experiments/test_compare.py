@@ -28,7 +28,7 @@ def test_sweep_command_and_argument_errors(tmp_path):
     assert "hydra.launcher.n_jobs=2" in cmd and "seed=0,1" in cmd and cmd[-1] == "budget.amount=8"
     presets = {p.stem for p in (Path(__file__).parents[2] / "configs" / "experiment").glob("compare_*.yaml")}
     assert set(PRESETS.values()) == presets - {"compare_base"}  # the base every preset inherits from
-    with pytest.raises(ValueError, match="allowed: small, bugfix, horizon, pairfix$"):
+    with pytest.raises(ValueError, match="allowed: small, bugfix, horizon, pairfix, smollm2$"):
         sweep_command("huge", tmp_path, "g")
     with pytest.raises(ValueError, match="joblib"):
         sweep_command("small", tmp_path, "g", launcher="ray", jobs=2)

@@ -103,7 +103,7 @@ def test_presets_and_their_envs_are_read_from_the_experiment_files():
 
     from experiments.runtime.config import CONFIG_DIR, register_configs
 
-    assert list(C.PRESETS) == ["small", "bugfix", "horizon", "pairfix"]
+    assert list(C.PRESETS) == ["small", "bugfix", "horizon", "pairfix", "smollm2"]
     # LongHorizon-v1 (env=long_horizon) stays registered for its claims; no compare preset trains on it
     assert "long_horizon" not in C.PRESET_ENVS.values()
     register_configs()

