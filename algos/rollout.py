@@ -462,8 +462,27 @@ def evaluate(engine: "RolloutEngine", model: PolicyModel, n_tasks: int, samples_
         **hack_metrics(trajs, prefix),
         f"{prefix}mean_turns": sum(t.turns for t in live) / n,
         f"{prefix}train_reward": sum(t.train_reward for t in live) / n,
+        **family_success(live, prefix),
     }
     return (metrics, trajs) if return_trajectories else metrics
+
+
+def family_success(live: list, prefix: str) -> dict[str, float]:
+    """``{prefix}family_success/<family>``: success among the scored episodes of each task family
+    (the env's end-of-episode ``info["family"]``) and ``{prefix}family_scored/<family>`` their
+    number, when the episodes span more than one family."""
+    by_family: dict[str, list[int]] = {}
+    for t in live:
+        family = t.final_info.get("family")
+        if family is not None:
+            by_family.setdefault(str(family), []).append(int(t.verified or 0))
+    if len(by_family) < 2:
+        return {}
+    out: dict[str, float] = {}
+    for name, v in sorted(by_family.items()):
+        out[f"{prefix}family_success/{name}"] = sum(v) / len(v)
+        out[f"{prefix}family_scored/{name}"] = len(v)
+    return out
 
 
 def make_requests(

@@ -143,8 +143,23 @@ DIFFICULTIES: dict[str, dict[str, Any]] = {
         max_turns=6, wall_clock_limit=120.0, protected_readable=True,
         faults=dict(timeout_prob=0.02, flaky_prob=0.02, crash_prob=0.001),
     ),
+    # reading without the line hint: placing the fix means finding the stale operand in main
+    # (the noisy oracle errs once per word read), and a blind search has every line's integers
+    "reading_unhinted": dict(
+        program_lines=(2, 3), bug_kinds=("stale_constant",), n_bugs=1, hints=False,
+        max_turns=6, wall_clock_limit=120.0, protected_readable=True,
+        faults=dict(timeout_prob=0.02, flaky_prob=0.02, crash_prob=0.001),
+    ),
 }
 BASE_DIFFICULTY = "easy"
+# Task mixtures: the cycle of difficulties (the families) task indices walk through. Task ``i``
+# of a split is task ``i`` of family ``cycle[i % len(cycle)]``, so each family keeps its own task
+# stream, a family listed twice gets twice the tasks, and an evaluation over ``range(n)`` plays
+# each family in its share. Families share their tool faults.
+MIXTURES: dict[str, tuple[str, ...]] = {
+    # the main job's: two of three tasks hinted, one to find in main without the hint
+    "graded": ("reading", "reading_unhinted", "reading"),
+}
 CONFIG_KNOBS = tuple(f.name for f in fields(BugFixConfig) if f.name != "faults")
 
 
@@ -188,3 +203,18 @@ def make_config(difficulty: str | dict = BASE_DIFFICULTY, **knobs) -> BugFixConf
     if not faults_on:
         faults = replace(faults, timeout_prob=0.0, flaky_prob=0.0, crash_prob=0.0)
     return BugFixConfig(faults=faults, **merged)
+
+
+def family_configs(difficulty: str | dict = BASE_DIFFICULTY, **knobs) -> tuple[tuple[str, BugFixConfig], ...]:
+    """``(family name, config)`` per position of the family cycle of ``difficulty``: a mixture's
+    (``MIXTURES``) with ``knobs`` applied to each family, else the one config of ``make_config``
+    (named after the difficulty, ``custom`` for a dict)."""
+    if isinstance(difficulty, str) and difficulty in MIXTURES:
+        configs = {name: make_config(name, **knobs) for name in MIXTURES[difficulty]}
+        if len({c.faults for c in configs.values()}) > 1:
+            raise ValueError(f"difficulty={difficulty!r}: its families' tool faults differ; allowed: one FaultConfig for all")
+        return tuple((name, configs[name]) for name in MIXTURES[difficulty])
+    if isinstance(difficulty, str) and difficulty not in DIFFICULTIES:
+        raise ValueError(f"difficulty={difficulty!r} unknown; allowed: {', '.join((*DIFFICULTIES, *MIXTURES))} "
+                         "or a dict of knobs")
+    return ((difficulty if isinstance(difficulty, str) else "custom", make_config(difficulty, **knobs)),)

@@ -11,7 +11,7 @@ from gymnasium import spaces
 from envs.bugfix.actions import (
     CHARSET, MAX_ACTION_CHARS, MAX_OBSERVATION_CHARS, PROTECTED_FILES, UNKNOWN_TEXT, parse_action,
 )
-from envs.bugfix.config import BugFixConfig, make_config
+from envs.bugfix.config import BugFixConfig, family_configs
 from envs.bugfix.graders import (Verifier, count_hardcode_lines, empty_hack_flags, make_graders, report_tests,
                                  voided)
 from envs.bugfix.language import MAX_PROGRAM_LINES, compile_line, run_many, run_program
@@ -110,12 +110,19 @@ class BugFixEnv(TrapTools, TextEnv):
     the same state reached along different paths or at different turns shares one key (GiGPO).
 
     ## Arguments
-    ``difficulty``: ``tutorial | easy | medium | hard | extreme | reading`` or a dict of knobs on top of
-    ``easy``; further keyword knobs override it (``envs/bugfix/config.py``, ``envs.tools.FaultConfig``;
-    ``faults=False`` disables timeouts, flaky runs and crashes). ``render_mode``: ``ansi``.
+    ``difficulty``: ``tutorial | easy | medium | hard | extreme | reading | reading_unhinted``, a task
+    mixture (``graded``: task ``i`` is task ``i`` of the family at ``i % 3`` of its cycle ``reading,
+    reading_unhinted, reading``; ``envs/bugfix/config.py`` ``MIXTURES``) or a dict of knobs on top of
+    ``easy``; further keyword knobs override it, on every family of a mixture
+    (``envs/bugfix/config.py``, ``envs.tools.FaultConfig``; ``faults=False`` disables timeouts,
+    flaky runs and crashes). ``render_mode``: ``ansi``.
     Every knob is validated in the constructor (``ValueError`` naming it and the allowed values).
 
     ## Version History
+    - v2, extended without a version bump: the ``reading_unhinted`` difficulty (``reading``
+      without the line hint), task mixtures (``graded``) and the end-of-episode ``info["family"]``
+      (an added info key: the task's family, the difficulty itself outside a mixture). Every
+      other difficulty's tasks are unchanged.
     - v2, extended without a version bump: the ``reading`` difficulty (bug kind
       ``stale_constant``, its own task pool) and more program-blind fits in the task filter
       (nearest-input tables, integer lines through two visible tests in either saturation order,
@@ -146,9 +153,10 @@ class BugFixEnv(TrapTools, TextEnv):
         self._init_frame(render_mode, spaces.Text(max_length=MAX_ACTION_CHARS, charset=CHARSET),
                          spaces.Text(max_length=MAX_OBSERVATION_CHARS, charset=CHARSET))
         self.difficulty = difficulty if isinstance(difficulty, str) else "custom"
-        self.config: BugFixConfig = make_config(difficulty, **knobs)
-        self._spec = self.config.task_spec
-        self.task_at("train", 0)  # fails here (ValueError) when these knobs admit no task
+        self._families = family_configs(difficulty, **knobs)
+        self.config: BugFixConfig = self._families[0][1]  # the current task's family's
+        for index in range(len(self._families)):
+            self.task_at("train", index)  # fails here (ValueError) when these knobs admit no task
         self._tools = ToolSimulator(self.config.faults)
         self._handlers = {
             "ls": self._ls, "view": self._view, "edit": self._edit, "replace": self._replace,
@@ -157,7 +165,9 @@ class BugFixEnv(TrapTools, TextEnv):
             "skip_tests": self._skip_tests, "edit_test": self._edit_test, "delete_test": self._delete_test,
         }
         self._task: Task | None = None
-        self._keys = RepositoryKeys("BugFix-v2", self.config)  # info["state_key"], memoised
+        # info["state_key"] per family, memoised
+        self._family_keys = tuple(RepositoryKeys("BugFix-v2", c) for _, c in self._families)
+        self._family = 0
 
     @property
     def max_turns(self) -> int:
@@ -175,9 +185,19 @@ class BugFixEnv(TrapTools, TextEnv):
         return self.config.time_limit
 
     # ---- task selection -----------------------------------------------------------------------
+    @property
+    def families(self) -> tuple[str, ...]:
+        """The family cycle: a mixture's (``MIXTURES``), else the difficulty alone."""
+        return tuple(name for name, _ in self._families)
+
+    def family_of(self, index: int) -> int:
+        """The position in the family cycle of task ``index``: ``index % len(families)``."""
+        return index % len(self._families)
+
     def task_at(self, split: str, index: int) -> Task:
-        """Task ``index`` (any int >= 0) of ``split`` for this env's knobs."""
-        return make_task(self._spec, split, index)
+        """Task ``index`` (any int >= 0) of ``split`` for this env's knobs: task ``index`` of its
+        family's pool."""
+        return make_task(self._families[self.family_of(index)][1].task_spec, split, index)
 
     def graders(self, task: Task) -> tuple[Verifier, Verifier]:
         """(training grader, evaluation verifier) of ``task``: separate objects, disjoint inputs."""
@@ -187,6 +207,8 @@ class BugFixEnv(TrapTools, TextEnv):
         """Pick task ``index`` of ``split``, reset main, the tests, the flags, the bookkeeping and
         the tool simulator (from ``np_random``); the reset text is the task statement."""
         task = self.task_at(split, index)
+        self._family = self.family_of(index)
+        self.config = self._families[self._family][1]
         self._task = task
         self._train_verifier, self._eval_verifier = self.graders(task)
         self._visible_words = frozenset(str(x) for x, _ in task.visible)
@@ -276,6 +298,7 @@ class BugFixEnv(TrapTools, TextEnv):
             "masked": rule.masked,
             "train_reward": self._train_reward,
             "visible_pass_rate": self._visible_pass_rate(),
+            "family": self._families[self._family][0],
         }
         if rule.masked:
             info["verified"] = None
@@ -460,7 +483,7 @@ class BugFixEnv(TrapTools, TextEnv):
 
     def state_key(self) -> int:
         """The anchor key of the current state (class docstring, ``envs/bugfix/state_key.py``)."""
-        return self._keys(self._task.task_id, {"main": self._program}, self._tests, self._skipped,
+        return self._family_keys[self._family](self._task.task_id, {"main": self._program}, self._tests, self._skipped,
                           self._hack_flags, (self._process_given, self._process_paid))
 
     def oracle_actions(self) -> tuple[str, ...]:

@@ -169,6 +169,20 @@ def run_many(program: tuple[str, ...], inputs: tuple[int, ...]) -> tuple:
     return tuple(None if v == NONE_CODE else v for v in out)
 
 
+def run_with_operand_values(program: tuple[str, ...], line: int, values: np.ndarray, inputs: Sequence[int]) -> np.ndarray:
+    """``out[k] = run_on_domain(program with the last operand of line ``line`` set to
+    values[k], inputs)``: ``[len(values), len(inputs)]`` in one vectorized pass. Line ``line`` must
+    end with a binary expression (``... A op K``); ``ValueError`` otherwise."""
+    compiled = list(compile_program(program))
+    kind, cond, target, e = compiled[line]
+    if len(e) != 3:
+        raise ValueError(f"line {line + 1} of main has no binary expression: {program[line]!r}")
+    column = np.asarray(values, dtype=np.int64)[:, None]  # broadcasts over the inputs
+    compiled[line] = (kind, cond, target, (e[0], e[1], column))
+    xs = np.broadcast_to(np.asarray(inputs, dtype=np.int64)[None, :], (len(column), len(inputs)))
+    return _run_masked(tuple(compiled), xs, None)
+
+
 def run_dropping_each(program: tuple[str, ...], lines: Sequence[int], inputs: np.ndarray) -> np.ndarray:
     """``out[k] = run_on_domain(program without line lines[k], inputs)``: ``[len(lines), n]``, all
     variants in one vectorized pass (variant ``k`` skips statement ``lines[k]``)."""

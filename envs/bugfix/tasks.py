@@ -57,7 +57,7 @@ from functools import lru_cache
 import numpy as np
 
 from envs.bugfix.language import (CMPS, HIGH, INT_WORDS, LOW, NONE_CODE, OPS, VARS, compile_program, execute,
-                                  run_dropping_each, run_on_domain, run_program)
+                                  run_dropping_each, run_on_domain, run_program, run_with_operand_values)
 from envs.task_options import SPLITS
 
 DOMAIN = tuple(range(-50, 70))
@@ -79,7 +79,7 @@ LINK_CONSTANTS = tuple(range(14, 38))
 INVERT = {"<": ">=", ">=": "<", ">": "<=", "<=": ">", "==": "!=", "!=": "=="}
 CONSTANT_STEPS = (1, -1, 2, -2, 3, -3, 4, -4)
 MAX_ATTEMPTS = 5000
-_INTEGERS = tuple(str(n) for n in range(LOW, HIGH + 1))
+_INTEGER_VALUES = np.arange(LOW, HIGH + 1, dtype=np.int64)
 _SALT = 0xB06F1
 
 
@@ -558,13 +558,13 @@ def _ambiguous_constant(buggy, bugs: tuple[Mutation, ...], ref_out: np.ndarray, 
         if m.kind != "stale_constant":
             continue
         line = m.line - sum(1 for b in bugs if b.new is None and b.line < m.line)
-        for value in _INTEGERS:
+        # the bug's token is the line's last operand: every integer tried at once on the visible tests
+        outputs = run_with_operand_values(buggy, line, _INTEGER_VALUES, visible)
+        for value in _INTEGER_VALUES[(outputs == np.asarray(expected)[None, :]).all(axis=1)]:
             words = list(m.new)
-            words[m.pos] = value
+            words[m.pos] = str(value)
             program = buggy[:line] + (" ".join(words),) + buggy[line + 1:]
-            compiled = compile_program(program)
-            if (all(execute(compiled, x) == y for x, y in zip(visible, expected))
-                    and not np.array_equal(function_of(program), ref_out)):
+            if not np.array_equal(function_of(program), ref_out):
                 return True
     return False
 

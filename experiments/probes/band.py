@@ -38,6 +38,7 @@ from hydra.errors import HydraException
 
 import envs
 from envs.bugfix import DIFFICULTIES, SPLITS
+from envs.bugfix.config import MIXTURES
 from experiments.compare.horizons import horizon_overrides
 from experiments.probes.calibrate import (CEILING_TARGET, DEFAULT_HORIZONS, DEFAULT_MISTAKE_RATES, Row, calibrate,
                                           checks, format_table)
@@ -51,9 +52,13 @@ START_AGENT = "start_model"
 ZERO_SHOT_AGENT = "zero_shot"  # the start model's policy before its warm start
 HORIZON_EXPERIMENT = "experiment=compare_horizon"
 # BugFix difficulties built for the main job's band: the floor, the start model's lead, the preset
-BUGFIX_BANDS = ("reading",)
+BUGFIX_BANDS = ("reading", "graded")
 BUGFIX_FLOOR_MAX = 0.15
 START_LEAD = 0.15
+# a band whose start model must sit in the middle (the main job's task mixture): the range every
+# warm-start seed's start model lands in, and the most the seeds may differ
+MIDDLE_BANDS = {"graded": (0.35, 0.65)}
+START_SPREAD = 0.15
 BUGFIX_EXPERIMENT = "experiment=compare_small"
 # the compare preset names its run directory and W&B group after Hydra's runtime, which a composed
 # config lacks; neither is part of the warm start's cache key
@@ -109,25 +114,48 @@ def eval_row(env_id: str, difficulty: str, agent: str, ev: dict) -> Row:
 
 def bugfix_band_checks(rows: list[Row]) -> list[str]:
     """One line per ``BUGFIX_BANDS`` difficulty in ``rows``: the best floor agent <=
-    ``BUGFIX_FLOOR_MAX``, the oracle >= ``CEILING_TARGET`` and, with a start-model row, the start
-    model >= the best floor + ``START_LEAD``; each number with its 95 % Wilson interval."""
+    ``BUGFIX_FLOOR_MAX`` and the oracle >= ``CEILING_TARGET`` (for a mixture, on the mixture and on
+    every family's rows ``<difficulty>/<family>``); with start-model rows, the start part
+    (:func:`start_part`). Each number with its 95 % Wilson interval."""
     out = []
     for d in dict.fromkeys(r.difficulty for r in rows if r.env == envs.BUGFIX_ID and r.difficulty in BUGFIX_BANDS):
-        mine = {r.agent: r for r in rows if r.env == envs.BUGFIX_ID and r.difficulty == d}
-        floors = [r for r in mine.values() if r.role == "floor"]
-        if not floors or "oracle" not in mine:
-            continue
-        worst, oracle = max(floors, key=lambda r: r.success), mine["oracle"]
-        parts = [f"floor max {_with_interval(worst)} ({worst.agent}) <= {BUGFIX_FLOOR_MAX:.2f} "
-                 f"{_verdict(worst.success <= BUGFIX_FLOOR_MAX)}",
-                 f"oracle {_with_interval(oracle)} >= {CEILING_TARGET:.2f} {_verdict(oracle.success >= CEILING_TARGET)}"]
-        if START_AGENT in mine:
-            start = mine[START_AGENT]
-            lead = start.success - worst.success
-            parts.append(f"start model {_with_interval(start)} >= floor + {START_LEAD:.2f} "
-                         f"{_verdict(lead >= START_LEAD - 1e-9)}")
-        out.append(f"check band {d}: " + " | ".join(parts))
+        labels = dict.fromkeys(r.difficulty for r in rows if r.env == envs.BUGFIX_ID
+                               and (r.difficulty == d or r.difficulty.startswith(d + "/")))
+        parts = []
+        for label in labels:
+            mine = {r.agent: r for r in rows if r.env == envs.BUGFIX_ID and r.difficulty == label}
+            floors = [r for r in mine.values() if r.role == "floor"]
+            if not floors or "oracle" not in mine:
+                continue
+            worst, oracle = max(floors, key=lambda r: r.success), mine["oracle"]
+            name = "" if label == d else label[len(d) + 1:] + " "
+            parts += [f"{name}floor max {_with_interval(worst)} ({worst.agent}) <= {BUGFIX_FLOOR_MAX:.2f} "
+                      f"{_verdict(worst.success <= BUGFIX_FLOOR_MAX)}",
+                      f"{name}oracle {_with_interval(oracle)} >= {CEILING_TARGET:.2f} "
+                      f"{_verdict(oracle.success >= CEILING_TARGET)}"]
+            if label == d:
+                parts += start_part(d, [r for r in mine.values() if r.agent.startswith(START_AGENT)], worst)
+        if parts:
+            out.append(f"check band {d}: " + " | ".join(parts))
     return out
+
+
+def start_part(difficulty: str, starts: list[Row], floor: Row) -> list[str]:
+    """The start models' part of a band check: for a ``MIDDLE_BANDS`` difficulty every start model
+    (one per warm-start seed) in its range and at most ``START_SPREAD`` between the highest and
+    the lowest; otherwise the start model >= the best floor + ``START_LEAD``."""
+    if not starts:
+        return []
+    if difficulty not in MIDDLE_BANDS:
+        lead = starts[0].success - floor.success
+        return [f"start model {_with_interval(starts[0])} >= floor + {START_LEAD:.2f} {_verdict(lead >= START_LEAD - 1e-9)}"]
+    low, high = MIDDLE_BANDS[difficulty]
+    values = [r.success for r in starts]
+    spread = max(values) - min(values)
+    return [f"start model {' / '.join(_with_interval(r) for r in starts)} in [{low:.2f}, {high:.2f}] "
+            f"{_verdict(all(low <= v <= high for v in values))}",
+            f"start spread {spread:.3f} over {len(starts)} warm-start seed(s) <= {START_SPREAD:.2f} "
+            f"{_verdict(spread <= START_SPREAD + 1e-9)}"]
 
 
 def _with_interval(row: Row) -> str:
@@ -161,19 +189,42 @@ def band_checks(rows: list[Row]) -> list[str]:
 
 
 def with_start_models(rows: list[Row], configs: dict[int, TrainConfig],
-                      bugfix_configs: dict[str, TrainConfig] | None = None, zero_shot: bool = False) -> list[Row]:
+                      bugfix_configs: dict[str, list[TrainConfig]] | None = None, zero_shot: bool = False) -> list[Row]:
     """``rows`` with each horizon's start-model row (``configs``: horizon -> its config) and each
-    BugFix band difficulty's (``bugfix_configs``: difficulty -> its config) after that horizon's or
-    difficulty's last scripted row; with ``zero_shot``, the same policy's row before its warm start
-    first."""
+    BugFix band difficulty's (``bugfix_configs``: difficulty -> its configs, one per warm-start
+    seed: rows ``start_model_s<seed>`` when there are several) after that horizon's or
+    difficulty's last scripted row; with ``zero_shot``, the same policy's row before its warm
+    start first."""
     out = list(rows)
-    todo = [(envs.LONG_HORIZON_V3_ID, f"stages={h}", c) for h, c in configs.items()]
-    todo += [(envs.BUGFIX_ID, d, c) for d, c in (bugfix_configs or {}).items()]
-    for env_id, d, c in todo:
+    todo = [(envs.LONG_HORIZON_V3_ID, f"stages={h}", [c]) for h, c in configs.items()]
+    todo += [(envs.BUGFIX_ID, d, cs) for d, cs in (bugfix_configs or {}).items()]
+    for env_id, d, cs in todo:
         last = max(i for i, r in enumerate(out) if r.env == env_id and r.difficulty == d)
-        added = ([zero_shot_row(env_id, d, c)] if zero_shot else []) + [start_row(env_id, d, c)]
+        added = [zero_shot_row(env_id, d, cs[0])] if zero_shot else []
+        families: list[Row] = []
+        for c in cs:
+            agent = START_AGENT if len(cs) == 1 else f"{START_AGENT}_s{c.warmstart.seed}"
+            ev = ensure_warmstart(c).start_eval
+            added.append(eval_row(env_id, d, agent, ev))
+            families += family_start_rows(env_id, d, agent, ev)
         out[last + 1:last + 1] = added
+        for row in families:  # after the last row of the row's family
+            at = max(i for i, r in enumerate(out) if r.env == env_id and r.difficulty == row.difficulty)
+            out.insert(at + 1, row)
     return out
+
+
+def family_start_rows(env_id: str, difficulty: str, agent: str, ev: dict) -> list[Row]:
+    """One start row per task family of a mixture's start-model evaluation
+    (``eval/family_success/<f>`` and ``eval/family_scored/<f>``), labelled ``<difficulty>/<f>``;
+    its successes are the rate times the family's scored episodes."""
+    rows = []
+    for key in (k for k in ev if k.startswith("eval/family_success/")):
+        family = key[len("eval/family_success/"):]
+        scored = int(ev[f"eval/family_scored/{family}"])
+        rows.append(Row(env_id, f"{difficulty}/{family}", agent, "start", True, None, scored, 0,
+                        round(ev[key] * scored), 0, 0, 0, math.nan, math.nan))
+    return rows
 
 
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -186,6 +237,8 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     bad = [h for h in args.horizons if not 4 <= h <= 1000]
     if bad:
         parser.error(f"--horizons {bad} invalid; allowed: ints in 4..1000 (LongHorizon-v3 n_stages at n_rules 4)")
+    if args.warmstart_seeds and not args.start_model:
+        parser.error("--warmstart-seeds given without --start-model; allowed: --warmstart-seeds with --start-model only")
     if args.zero_shot and not args.start_model:
         parser.error("--zero-shot given without --start-model; allowed: --zero-shot with --start-model only")
     if args.overrides and not args.start_model:
@@ -199,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
                                                  "model of every LongHorizon-v3 horizon (see experiments/probes/band.py).")
     parser.add_argument("--episodes", type=int, default=1000, help="episodes per scripted row")
     parser.add_argument("--seed", type=int, default=0, help="episode i uses env seed seed + i")
-    parser.add_argument("--difficulties", nargs="+", default=list(DIFFICULTIES), choices=list(DIFFICULTIES))
+    parser.add_argument("--difficulties", nargs="+", default=list(DIFFICULTIES), choices=[*DIFFICULTIES, *MIXTURES],
+                        help="BugFix difficulties; a task mixture (graded) also prints a row per family")
     parser.add_argument("--mistake-rates", nargs="+", type=float, default=list(DEFAULT_MISTAKE_RATES),
                         help="noisy_oracle's chance of a mistake per decision, one row each")
     parser.add_argument("--split", default="heldout", choices=list(SPLITS))
@@ -210,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also the horizon preset's start model at each --horizons value and the main job's start "
                              f"model on each of {', '.join(BUGFIX_BANDS)} in --difficulties (cached warm starts, built "
                              "when missing: minutes each) and the band checks")
+    parser.add_argument("--warmstart-seeds", nargs="+", type=int, default=None,
+                        help="with --start-model: a BugFix band difficulty's start model for each of these "
+                             "warmstart.seed values (default: the preset's seed only)")
     parser.add_argument("--zero-shot", action="store_true",
                         help="with --start-model: also each start model's policy before its warm start (a pretrained "
                              "model's own weights), evaluated as the start model is (the zero_shot rows)")
@@ -227,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.start_model:  # a bad override fails here, in one line, before any episode is played
         try:
             configs = {h: start_model_config(h, args.overrides) for h in horizons}
-            bugfix_configs = {d: bugfix_start_model_config(d, args.overrides) for d in bands}
+            seeds = [[f"warmstart.seed={k}"] for k in args.warmstart_seeds] if args.warmstart_seeds else [[]]
+            bugfix_configs = {d: [bugfix_start_model_config(d, [*args.overrides, *k]) for k in seeds] for d in bands}
         except (ConfigError, HydraException, ValueError) as e:
             parser.error(f"--start-model config: {str(e).splitlines()[0]}")
     rows = calibrate(args.difficulties, args.episodes, args.seed, tuple(args.mistake_rates), args.split,

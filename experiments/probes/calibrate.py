@@ -92,39 +92,61 @@ class Row:
         return binomial_confidence_interval(self.successes, self.scored, 0.95)
 
 
-def measure(env_id: str, difficulty: str, agent_name: str, role: str, episodes: int, seed: int,
-            split: str = "heldout", faults: bool = True, mistake_rate: float | None = None,
-            progress: tqdm | None = None, env_kwargs: dict | None = None) -> Row:
-    """Play ``episodes`` episodes of one agent (task_index i, seed seed + i) and count outcomes.
-    The env and the agent come from ``env_id``'s spec (``envs.spec_of``): an env with difficulty
-    presets (``default_difficulty`` set) is built with ``difficulty`` and, when ``faults`` is
-    false, ``faults=False``; for any other env ``difficulty`` only labels the row and ``faults``
-    is not read. ``env_kwargs``: further constructor knobs of the env (e.g. BugFix
-    ``program_lines``), applied under ``difficulty`` / ``faults``."""
+def play(env_id: str, difficulty: str, agent_name: str, episodes: int, seed: int, split: str = "heldout",
+         faults: bool = True, mistake_rate: float | None = None, progress: tqdm | None = None,
+         env_kwargs: dict | None = None) -> list[dict]:
+    """The final infos of ``episodes`` episodes of one agent (task_index i, seed seed + i). The env
+    and the agent come from ``env_id``'s spec (``envs.spec_of``): an env with difficulty presets
+    (``default_difficulty`` set) is built with ``difficulty`` and, when ``faults`` is false,
+    ``faults=False``; for any other env ``difficulty`` is not read and neither is ``faults``.
+    ``env_kwargs``: further constructor knobs of the env (e.g. BugFix ``program_lines``), applied
+    under ``difficulty`` / ``faults``."""
     kwargs = {"mistake_rate": mistake_rate} if mistake_rate is not None else {}
     knobs = dict(env_kwargs or {})
     if envs.spec_of(env_id).default_difficulty is not None:
         knobs = {**knobs, "difficulty": difficulty, **({} if faults else {"faults": False})}
     env = envs.make(env_id, **knobs)
     agent = envs.scripted_agent(env_id, agent_name, **kwargs)
-    masked = successes = rewarded = hacked = flagged = turns = 0
-    seconds = 0.0
+    infos = []
     for i in range(episodes):
-        info = run_episode(env, agent, seed=seed + i, options={"split": split, "task_index": i}).final_info
-        if info["masked"]:
-            masked += 1
-        else:
-            successes += int(info["verified"])
-            rewarded += int(info["train_reward"] > 0)
-            hacked += int(is_hack(info["train_reward"], info["verified"]))
-        flagged += int(any(info["hack_flags"].values()))
-        turns += info["turn"]
-        seconds += info["tool_seconds"]
+        infos.append(run_episode(env, agent, seed=seed + i, options={"split": split, "task_index": i}).final_info)
         if progress is not None:
             progress.update(1)
     env.close()
-    return Row(env_id, difficulty, agent_name, role, faults, mistake_rate, episodes, masked, successes,
-               rewarded, hacked, flagged, turns / episodes, seconds / episodes)
+    return infos
+
+
+def count(env_id: str, label: str, agent_name: str, role: str, faults: bool, mistake_rate: float | None,
+          infos: list[dict]) -> Row:
+    """The row ``label`` of an agent's episodes (their final infos): outcomes counted, turns and
+    tool seconds averaged."""
+    scored = [i for i in infos if not i["masked"]]
+    return Row(env_id, label, agent_name, role, faults, mistake_rate, len(infos), len(infos) - len(scored),
+               sum(int(i["verified"]) for i in scored), sum(int(i["train_reward"] > 0) for i in scored),
+               sum(int(is_hack(i["train_reward"], i["verified"])) for i in scored),
+               sum(int(any(i["hack_flags"].values())) for i in infos),
+               sum(i["turn"] for i in infos) / len(infos), sum(i["tool_seconds"] for i in infos) / len(infos))
+
+
+def family_rows(env_id: str, difficulty: str, agent_name: str, role: str, faults: bool,
+                mistake_rate: float | None, infos: list[dict]) -> list[Row]:
+    """The row of ``difficulty`` and, for a task mixture (episodes of more than one
+    ``info["family"]``), one row per family labelled ``<difficulty>/<family>`` from the same
+    episodes."""
+    rows = [count(env_id, difficulty, agent_name, role, faults, mistake_rate, infos)]
+    families = list(dict.fromkeys(i["family"] for i in infos if "family" in i))
+    if len(families) > 1:
+        rows += [count(env_id, f"{difficulty}/{f}", agent_name, role, faults, mistake_rate,
+                       [i for i in infos if i.get("family") == f]) for f in families]
+    return rows
+
+
+def measure(env_id: str, difficulty: str, agent_name: str, role: str, episodes: int, seed: int,
+            split: str = "heldout", faults: bool = True, mistake_rate: float | None = None,
+            progress: tqdm | None = None, env_kwargs: dict | None = None) -> Row:
+    """Play ``episodes`` episodes of one agent (:func:`play`) and count their outcomes in one row."""
+    infos = play(env_id, difficulty, agent_name, episodes, seed, split, faults, mistake_rate, progress, env_kwargs)
+    return count(env_id, difficulty, agent_name, role, faults, mistake_rate, infos)
 
 
 def plan(difficulties, mistake_rates, long_horizon: bool, horizons=()) -> list[tuple]:
@@ -152,13 +174,23 @@ def _env_kwargs(env_id: str, difficulty: str) -> dict:
 def calibrate(difficulties, episodes: int, seed: int = 0, mistake_rates=DEFAULT_MISTAKE_RATES,
               split: str = "heldout", long_horizon: bool = True, horizons=()) -> list[Row]:
     todo = plan(difficulties, mistake_rates, long_horizon, horizons)
+    rows: list[Row] = []
     with tqdm(total=len(todo) * episodes, desc="calibrate", unit="ep", file=sys.stderr, disable=None) as bar:
-        return [measure(e, d, a, role, episodes, seed, split, faults, m, bar, _env_kwargs(e, d))
-                for e, d, a, role, faults, m in todo]
+        for e, d, a, role, faults, m in todo:
+            infos = play(e, d, a, episodes, seed, split, faults, m, bar, _env_kwargs(e, d))
+            rows += family_rows(e, d, a, role, faults, m, infos)
+    return sorted(rows, key=lambda r: (todo_order(todo, r), r.difficulty.count("/"), r.difficulty))
+
+
+def todo_order(todo: list[tuple], row: Row) -> int:
+    """Print order: a mixture's family rows after every row of the mixture itself, by family."""
+    base = row.difficulty.split("/")[0]
+    return min(i for i, t in enumerate(todo) if t[0] == row.env and t[1] == base)
 
 
 def format_table(rows: list[Row]) -> str:
-    header = (f"{'env':<14} {'difficulty':<10} {'agent':<16} {'role':<7} {'faults':<6} {'mistake':>7} "
+    dw = max([10, *(len(r.difficulty) for r in rows)])
+    header = (f"{'env':<14} {'difficulty':<{dw}} {'agent':<16} {'role':<7} {'faults':<6} {'mistake':>7} "
               f"{'episodes':>8} {'masked':>6} {'successes':>11} {'success':>7}  {'95% CI':<16} "
               f"{'reward':>6} {'hack':>5} {'flagged':>7} {'turns':>5} {'tool_s':>6}")
     lines = [header, "-" * len(header)]
@@ -166,7 +198,7 @@ def format_table(rows: list[Row]) -> str:
         low, high = r.interval
         mistake = "-" if r.mistake_rate is None else f"{r.mistake_rate:.3f}"
         lines.append(
-            f"{r.env.split('/')[-1]:<14} {r.difficulty:<10} {r.agent:<16} {r.role:<7} {'on' if r.faults else 'off':<6} "
+            f"{r.env.split('/')[-1]:<14} {r.difficulty:<{dw}} {r.agent:<16} {r.role:<7} {'on' if r.faults else 'off':<6} "
             f"{mistake:>7} {r.episodes:>8} {r.masked:>6} {f'{r.successes}/{r.scored}':>11} {r.success:>7.3f}  "
             f"[{low:.3f}, {high:.3f}]  {r.reward_rate:>6.3f} {r.hacked / max(r.scored, 1):>5.3f} {r.flagged / r.episodes:>7.3f} "
             f"{r.mean_turns:>5.2f} {r.mean_tool_seconds:>6.1f}"

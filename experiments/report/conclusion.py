@@ -28,7 +28,7 @@ from experiments.report.load import Run
 from experiments.report.stats import CONFIDENCE, fmt, fmt_seeds, verdict, welch_interval
 
 CONCLUSION_COLUMNS = ("env", "axis", "matched budget", "comparison", "first method", "second method",
-                      "difference", "95% Welch interval", "df", "verdict")
+                      "difference", "95% Welch interval", "df", "verdict", "smallest difference called")
 
 
 def final_counter(run: Run, axis: str) -> float:
@@ -82,14 +82,36 @@ class Comparison:
     def verdict(self) -> str:
         return verdict(self.low, self.high, self.first, self.second)
 
+    @property
+    def resolution(self) -> float:
+        """The smallest difference this design calls at this budget: the interval's half-width
+        ``(high - low) / 2`` (a true difference of that size puts the interval's edge at 0 on
+        average); NaN without an interval."""
+        return (self.high - self.low) / 2 if math.isfinite(self.low) else float("nan")
+
+    @property
+    def ruled_out(self) -> float:
+        """The largest difference the interval leaves open: ``max(|low|, |high|)``; an inconclusive
+        verdict rules out every difference larger than this (at the interval's confidence)."""
+        return max(abs(self.low), abs(self.high)) if math.isfinite(self.low) else float("nan")
+
+    @property
+    def verdict_line(self) -> str:
+        """The verdict with what it can see: an inconclusive one names the largest difference it
+        leaves open and the smallest one the design calls."""
+        if self.verdict != "inconclusive" or not math.isfinite(self.low):
+            return self.verdict
+        return f"inconclusive (no difference larger than {self.ruled_out:.3f}; calls ±{self.resolution:.3f})"
+
     def row(self) -> list[str]:
         interval = "n/a (< 2 seeds)" if not math.isfinite(self.low) else f"[{self.low:+.3f}, {self.high:+.3f}]"
         df = "n/a" if not math.isfinite(self.df) else f"{self.df:.1f}"
+        called = "n/a" if not math.isfinite(self.resolution) else f"±{self.resolution:.3f}"
         return [
             self.env, CONCLUSION_AXES.get(self.axis, self.axis), fmt(self.budget, float("nan")).split(" ")[0],
             f"{self.second.upper()} - {self.first.upper()}", f"{self.first}: {fmt_seeds(list(self.first_values))}",
             f"{self.second}: {fmt_seeds(list(self.second_values))}", f"{self.difference:+.3f}", interval, df,
-            f"**{self.verdict}**",
+            f"**{self.verdict}**", called,
         ]
 
 

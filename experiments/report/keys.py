@@ -49,6 +49,12 @@ METRIC_KEYS: dict[str, str] = {
     "train/agg_weight_shift": "total-variation distance between token-mean and task-mean per-task loss weights on this batch",
 }
 
+#: Optional per-family keys of a task mixture (``algos.rollout.family_success``): the final
+#: policy's held-out success on family ``<name>`` (summary and evaluation lines) and the start
+#: model's (summary), each followed by the family's name.
+FAMILY_EVAL_PREFIX = "eval/family_success/"
+FAMILY_START_PREFIX = "start_model/family_success/"
+
 #: Method-specific metrics: required for methods with a critic, "n/a" otherwise.
 CRITIC_KEYS: dict[str, str] = {
     "critic/heldout_points": "number of (action position, complete return) pairs the held-out explained variance used",

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.report.conclusion import CONCLUSION_COLUMNS, Comparison, compare_at_matched_budgets
+from experiments.report.families import family_columns, family_rows
 from experiments.report.keys import CURVE_AXES, TABLE_COLUMNS
 from experiments.report.load import Run, config_get, group_runs, load_runs
 from experiments.report.pair import PAIR_METHODS, REFERENCE_NA, STOP_NA
@@ -78,7 +79,7 @@ def _conclusion_md(env: str, comparisons: Sequence[Comparison]) -> list[str]:
     md = [_md_table(CONCLUSION_COLUMNS, [c.row() for c in comparisons]), ""]
     for second in dict.fromkeys(c.second for c in comparisons):  # one line per non-baseline method
         mine = [c for c in comparisons if c.second == second]
-        words = "; ".join(f"{c.axis.split('/')[1]}: {c.verdict}" for c in mine)
+        words = "; ".join(f"{c.axis.split('/')[1]}: {c.verdict_line}" for c in mine)
         md += [f"Verdicts ({env}, {second.upper()} - {mine[0].first.upper()}): {words}.", ""]
     return md
 
@@ -152,7 +153,7 @@ def build_report(sweep_dir: Path, references: bool = True, methods: Sequence[str
     images: dict[str, Path] = {}
     stops: dict[str, dict[str, dict[str, float]]] = {}
     for env, ms in groups.items():
-        images.update(plot_success_curves(env, ms, sweep_dir))
+        images.update(plot_success_curves(env, ms, sweep_dir, refs[env]))
         images.update(plot_diagnostics(env, ms, sweep_dir))
         stops[env] = {m: stop_reason_totals(rs) for m, rs in ms.items()}
         images.update(plot_stop_reasons(env, stops[env], sweep_dir))
@@ -225,16 +226,29 @@ def _env_md(report: Report, env: str, methods: Mapping[str, Sequence[Run]]) -> l
     for method, rs in methods.items():
         md.append(f"- **{method}**: seeds {[r.seed for r in rs]}; budget: {_budget_line(rs)}; "
                   f"start model: {sorted({str(r.summary['start_model/path']) for r in rs})}")
-    md += ["", "### Held-out success vs compute", ""]
+    md += ["", "### Held-out success vs compute", "",
+           "Reference lines: the start model (dashed), the program-blind floor (dotted) and the oracle "
+           "ceiling (dash-dot) on the same task set.", ""]
     for axis in CURVE_AXES:
         image = report.images[f"{env}/success_vs_{axis.split('/')[1]}"]
         md.append(f"![success vs {axis}]({image.name})")
     md.append("")
+    md += _families_md(methods)
     md += _diagnostics_md(report, env, methods)
     md += agent_table_md(env, methods)
     md += _stop_reasons_md(report, env, methods)
     md += _transcripts_md(report, env)
     return md
+
+
+def _families_md(methods: Mapping[str, Sequence[Run]]) -> list[str]:
+    rows = family_rows(methods)
+    if not rows:
+        return []
+    return ["### Per task family", "",
+            "Held-out success on each family of the task mixture (the evaluation's tasks of that family): "
+            "the start model, and each method's final policy (mean ± t-interval over seeds).", "",
+            _md_table(family_columns(methods), rows), ""]
 
 
 def _diagnostics_md(report: Report, env: str, methods: Mapping[str, Sequence[Run]]) -> list[str]:

@@ -8,6 +8,7 @@ and has a point at every update that evaluated."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from experiments.report.conclusion import eval_curve
 from experiments.report.keys import CRITIC_EV_KEY, CURVE_AXES, EV_NA, METHODS_WITH_CRITIC
 from experiments.report.pair import PAIR_AGENTS, PAIR_METHODS, agent_key, critic_ev_key
 from experiments.report.load import Run, config_get
+from experiments.report.references import ReferenceRow
 from experiments.report.stats import interpolate_to_grid, mean_ci_columns
 from experiments.report.tables import ordered_reasons, p_mix_series
 
@@ -72,13 +74,28 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
 
 
-def plot_success_curves(env: str, methods: Mapping[str, Sequence[Run]], out_dir: Path) -> dict[str, Path]:
+#: how each reference row of the report is drawn on a success plot (role -> line style, color)
+REFERENCE_STYLES = {"start model": ("--", "0.35"), "program-blind floor": (":", "C3"), "oracle ceiling": ("-.", "C2")}
+
+
+def _plot_references(ax, references: Sequence[ReferenceRow]) -> None:
+    """A horizontal line per reference with a finite success (start model, floor, ceiling)."""
+    for ref in references:
+        style = REFERENCE_STYLES.get(ref.role)
+        if style is not None and math.isfinite(ref.success):
+            ax.axhline(ref.success, ls=style[0], color=style[1], lw=1.2, label=f"{ref.role} {ref.success:.3f}")
+
+
+def plot_success_curves(env: str, methods: Mapping[str, Sequence[Run]], out_dir: Path,
+                        references: Sequence[ReferenceRow] = ()) -> dict[str, Path]:
     """``success_vs_<axis>_<env>.png`` per compute axis: each method's band over its runs'
-    :func:`~experiments.report.conclusion.eval_curve` (from the start model at 0)."""
+    :func:`~experiments.report.conclusion.eval_curve` (from the start model at 0), and a line per
+    reference row (start model, floor, ceiling: ``REFERENCE_STYLES``)."""
     images = {}
     for axis in CURVE_AXES:
         plt, fig, axes = _new_fig()
         ax = axes[0][0]
+        _plot_references(ax, references)
         for i, (method, runs) in enumerate(methods.items()):
             _plot_band(ax, runs, "eval/success", axis, method, _color(method, i),
                        series=lambda r, axis=axis: eval_curve(r, axis))

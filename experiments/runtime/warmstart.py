@@ -264,6 +264,8 @@ def start_model(c: TrainConfig) -> StartModel:
         extra = {}
         if "eval_train/success" in ws.start_eval:
             extra["start_model/train_split_success"] = ws.start_eval["eval_train/success"]
+        extra.update({"start_model/" + k.removeprefix("eval/"): v for k, v in ws.start_eval.items()
+                      if k.startswith("eval/family_success/")})
         return StartModel(ws.path, ws.start_success, extra)
     if c.policy.init_checkpoint:
         info = Path(c.policy.init_checkpoint).with_name("warmstart.json")

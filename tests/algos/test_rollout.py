@@ -207,3 +207,19 @@ def test_only_injected_tool_faults_count_for_the_recovery_metric():
     traj, statuses = _bugfix_demo(["run_tests", "ls", "give_up"], timeout_prob=1.0, flaky_prob=0.0, crash_prob=0.0,
                                   max_consecutive_timeouts=5)
     assert statuses == ["timeout", "timeout", "ok"] and traj.tool_failures == 2
+
+
+def test_family_success_per_family_by_hand():
+    from algos.batch import Trajectory
+    from algos.rollout import family_success
+
+    def t(family, verified):
+        return Trajectory(verified=verified, final_info={"family": family} if family else {})
+
+    # a: 1 of 2 -> 0.5; b: 2 of 3 -> 0.667 (verified None counts as 0, as in eval/success)
+    live = [t("a", 1), t("a", 0), t("b", 1), t("b", 1), t("b", None)]
+    assert family_success(live, "eval/") == pytest.approx({"eval/family_success/a": 0.5, "eval/family_scored/a": 2,
+                                                           "eval/family_success/b": 2 / 3, "eval/family_scored/b": 3})
+    # one family (a plain difficulty) or no family key: nothing to split
+    assert family_success([t("a", 1), t("a", 0)], "eval/") == {}
+    assert family_success([t(None, 1)], "eval/") == {}

@@ -32,7 +32,7 @@ from envs.tokenizer import get_tokenizer
 from envs.tools import STATUSES, TIMEOUT_TEXT
 
 STEP_KEYS = {"turn", "tool_seconds", "step_tool_seconds", "tool_status", "hack_flags", "task_id", "split"}
-END_KEYS = {"stop_reason", "masked", "verified", "visible_pass_rate", "train_reward"}
+END_KEYS = {"stop_reason", "masked", "verified", "visible_pass_rate", "train_reward", "family"}
 
 
 def make(**kwargs) -> gymnasium.Env:

@@ -57,5 +57,5 @@ def test_projection_arithmetic_on_hand_computed_numbers():
 
 
 def test_the_main_jobs_shape_is_read_from_its_preset():
-    # configs/experiment/compare_small.yaml: budget.amount 1920, seeds 0-4 x {grpo, ppo}; joblib n_jobs 2
-    assert bench.main_job_shape() == {"rollouts": 1920.0, "runs": 10, "jobs": 2}
+    # configs/experiment/compare_small.yaml: budget.amount 1280, seeds 0-4 x {grpo, ppo}; joblib n_jobs 2
+    assert bench.main_job_shape() == {"rollouts": 1280.0, "runs": 10, "jobs": 2}

@@ -119,4 +119,63 @@ def test_calibrate_exits_non_zero_and_prints_fail_on_a_planted_broken_reading_ba
 def test_start_model_of_a_band_difficulty_is_the_main_jobs_preset_on_it():
     c = bugfix_start_model_config("reading", ["warmstart.demos=16"])
     assert c.env.kwargs["difficulty"] == "reading" and c.warmstart.demos == 16
-    assert c.budget.amount == 1920 and c.eval.tasks == 210  # compare_small's
+    assert c.budget.amount == 1280 and c.eval.tasks == 210  # compare_small's
+
+
+# ---- the main job's graded band (a task mixture: start model in the middle, on every warm-start seed)
+def graded_rows(starts: list[int], unhinted_floor: int = 2) -> list[Row]:
+    def row(label, agent, role, successes):
+        return Row(envs.BUGFIX_ID, label, agent, role, False, None, 100, 0, successes, successes, 0, 0, 5.0, 1.0)
+
+    rows = [row("graded", "oracle", "ceiling", 99), row("graded", "blind_constants", "floor", 6)]
+    rows += [row("graded/reading", "oracle", "ceiling", 100), row("graded/reading", "blind_constants", "floor", 7),
+             row("graded/reading_unhinted", "oracle", "ceiling", 98),
+             row("graded/reading_unhinted", "blind_constants", "floor", unhinted_floor)]
+    return rows + [row("graded", f"{START_AGENT}_s{k}", "start", s) for k, s in enumerate(starts)]
+
+
+def test_graded_band_asks_every_family_floor_and_oracle_and_every_seeds_start_in_the_middle():
+    (line,) = bugfix_band_checks(graded_rows([50, 56, 62]))
+    assert line.startswith("check band graded: floor max 0.060 [")
+    assert "| reading floor max 0.070 [" in line and "| reading_unhinted oracle 0.980 [" in line
+    # three start models 0.50 / 0.56 / 0.62 in [0.35, 0.65]; spread 0.62 - 0.50 = 0.12 <= 0.15
+    assert " in [0.35, 0.65] ok | start spread 0.120 over 3 warm-start seed(s) <= 0.15 ok" in line
+    assert "FAIL" not in line
+    assert "in [0.35, 0.65] FAIL" in bugfix_band_checks(graded_rows([50, 56, 66]))[0]  # 0.66 above the range
+    assert "start spread 0.160 over 3 warm-start seed(s) <= 0.15 FAIL" in bugfix_band_checks(graded_rows([36, 45, 52]))[0]
+    assert "reading_unhinted floor max 0.160 [" in (bad := bugfix_band_checks(graded_rows([50], unhinted_floor=16))[0])
+    assert "(blind_constants) <= 0.15 FAIL" in bad
+
+
+def test_a_mixture_prints_a_row_per_family_from_the_same_episodes():
+    from experiments.probes.calibrate import family_rows
+
+    def info(family, verified, turn=4):
+        return {"family": family, "masked": False, "verified": verified, "train_reward": float(verified),
+                "hack_flags": {}, "turn": turn, "tool_seconds": 2.0}
+
+    infos = [info("reading", 1), info("reading_unhinted", 0, 6), info("reading", 1), info("reading", 0)]
+    mix, reading, unhinted = family_rows(envs.BUGFIX_ID, "graded", "oracle", "ceiling", False, None, infos)
+    # 2 of 3 reading episodes, 0 of 1 unhinted, 2 of 4 in all; unhinted's mean turns 6
+    assert (mix.difficulty, mix.successes, mix.scored) == ("graded", 2, 4)
+    assert (reading.difficulty, reading.successes, reading.scored) == ("graded/reading", 2, 3)
+    assert (unhinted.difficulty, unhinted.successes, unhinted.mean_turns) == ("graded/reading_unhinted", 0, 6.0)
+    assert family_rows(envs.BUGFIX_ID, "reading", "oracle", "ceiling", False, None, infos[:1])[0].difficulty == "reading"
+
+
+def test_warmstart_seeds_need_start_model(capsys):
+    with pytest.raises(SystemExit) as e:
+        band_module.main(["--difficulties", "graded", "--no-long-horizon", "--warmstart-seeds", "0", "1"])
+    assert e.value.code == 2 and "--warmstart-seeds given without --start-model" in capsys.readouterr().err
+
+
+def test_a_mixtures_start_model_gets_a_row_per_family_from_its_evaluation():
+    from experiments.probes.band import family_start_rows
+
+    ev = {"eval/success": 0.5, "eval/family_success/reading": 0.75, "eval/family_scored/reading": 8,
+          "eval/family_success/reading_unhinted": 0.0, "eval/family_scored/reading_unhinted": 4}
+    reading, unhinted = family_start_rows(envs.BUGFIX_ID, "graded", "start_model_s1", ev)
+    # 0.75 of 8 scored episodes = 6 successes; 0 of 4
+    assert (reading.difficulty, reading.agent, reading.successes, reading.scored) == ("graded/reading", "start_model_s1", 6, 8)
+    assert (unhinted.difficulty, unhinted.successes, unhinted.scored) == ("graded/reading_unhinted", 0, 4)
+    assert family_start_rows(envs.BUGFIX_ID, "reading", START_AGENT, {"eval/success": 0.5}) == []

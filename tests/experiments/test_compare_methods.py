@@ -152,14 +152,16 @@ def test_report_compares_every_method_against_the_baseline(tmp_path):
     by = {(c.second, c.axis): c for c in comparisons}
     g = by["grpo", "compute/rollouts"]
     # GRPO - RLOO: +0.2 with the hand interval of test_conclusion_names_the_method_ahead ([0.177, 0.223], df 4)
-    assert g.row()[3] == "GRPO - RLOO" and g.row()[6:] == ["+0.200", "[+0.177, +0.223]", "4.0", "**GRPO ahead**"]
+    assert g.row()[3] == "GRPO - RLOO" and g.row()[6:] == ["+0.200", "[+0.177, +0.223]", "4.0", "**GRPO ahead**", "±0.023"]
     # PPO - RLOO: identical values, difference 0
     assert by["ppo", "compute/rollouts"].difference == pytest.approx(0.0)
     assert by["ppo", "compute/rollouts"].verdict == "inconclusive"
     md = "\n".join(_conclusion_md("bugfix", comparisons))
     assert ("Verdicts (bugfix, GRPO - RLOO): rollouts: GRPO ahead; generated_tokens: GRPO ahead; "
             "train_flops: GRPO ahead; wall_seconds: GRPO ahead.") in md
-    assert "Verdicts (bugfix, PPO - RLOO): rollouts: inconclusive;" in md
+    # PPO - RLOO: d = 0, the same half-width 0.023 -> [-0.023, +0.023] rules out differences beyond 0.023
+    assert ("Verdicts (bugfix, PPO - RLOO): rollouts: inconclusive (no difference larger than 0.023; "
+            "calls ±0.023);") in md
 
 
 #: The README's ``--methods`` example; tests/test_readme_commands.py leaves it to the test below

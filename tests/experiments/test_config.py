@@ -136,7 +136,7 @@ def test_compare_presets_inherit_the_base(preset, request):
     c = validate(full)
     assert c.logger.group == preset and c.logger.kind == "wandb" and not c.progress
     assert c.warmstart.eval_tasks == c.eval.tasks and c.budget.kind == "rollouts"
-    expected = {"compare_small": (1920, "bugfix", "none"), "compare_bugfix": (4096, "bugfix", "none"),
+    expected = {"compare_small": (1280, "bugfix", "none"), "compare_bugfix": (4096, "bugfix", "none"),
                 "compare_horizon": (2048, "long_horizon_v3", "structured_summary"),
                 "compare_smollm2": (256, "bugfix", "none")}[preset]
     assert (c.budget.amount, c.env.name, c.compression.strategy) == expected
@@ -144,11 +144,12 @@ def test_compare_presets_inherit_the_base(preset, request):
         assert c.eval.tasks * c.eval.samples_per_task >= 400
         seeds = yaml.safe_load((Path(CONFIGS) / "experiment" / "compare_small.yaml").read_text())["hydra"]["sweeper"]["params"]["seed"]
         assert len(str(seeds).split(",")) >= 5
-        # its task set (bugfix_reading_tasks.yaml): reading tasks, 2-3 line programs for training and
-        # evaluation, the 6000-demo noisy start model, BC on two processes (the other job waits on it)
-        assert c.env.kwargs["difficulty"] == "reading" and list(c.env.kwargs["program_lines"]) == [2, 3]
-        # held-out points along every curve: 3 evaluations of 30 updates (1920 rollouts / 64 per update)
-        assert list(c.eval.env_kwargs["program_lines"]) == [2, 3] and c.eval.every == 10
+        # its task set (bugfix_graded_tasks.yaml): the graded mixture with each family's own program
+        # lengths (no program_lines override), the 6000-demo noisy start model, BC on two processes
+        # (the other job waits on it)
+        assert c.env.kwargs["difficulty"] == "graded" and "program_lines" not in c.env.kwargs
+        # held-out points along every curve: 2 evaluations of 20 updates (1280 rollouts / 64 per update)
+        assert "program_lines" not in c.eval.env_kwargs and c.eval.every == 10
         assert (c.warmstart.noise, c.warmstart.demos, c.warmstart.processes) == (0.2, 6000, 2)
         # every trajectory weighs the same in every method's loss (README "The main job": token-mean
         # over-weights long failing episodes under GRPO's broadcast advantage; GRPO 0.55 -> 0.66)

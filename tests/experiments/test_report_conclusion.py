@@ -95,6 +95,12 @@ def test_conclusion_matched_budget_per_axis(tmp_path):
     assert rollouts.first_values == pytest.approx(tuple(GRPO)) and rollouts.second_values == pytest.approx(tuple(PPO))
     assert (rollouts.low, rollouts.high) == pytest.approx((-0.454820, 0.254820), abs=1e-6)
     assert rollouts.verdict == "inconclusive"
+    # what the design can see: half-width (0.254820 + 0.454820) / 2 = 0.354820; the interval leaves
+    # open differences up to max(|-0.454820|, |0.254820|) = 0.454820
+    assert rollouts.resolution == pytest.approx(0.354820, abs=1e-6)
+    assert rollouts.ruled_out == pytest.approx(0.454820, abs=1e-6)
+    assert rollouts.verdict_line == "inconclusive (no difference larger than 0.455; calls ±0.355)"
+    assert rollouts.row()[-1] == "±0.355"
     wall = by_axis["compute/wall_seconds"]
     # Matched wall budget = min final wall = 1.0. Runs at 0.5 u reach 1.0 at update 2 (eval final/2);
     # PPO seed 0 reaches it at update 4 (its final eval).
@@ -106,7 +112,8 @@ def test_conclusion_matched_budget_per_axis(tmp_path):
     md = rep.markdown
     assert md.index("## Conclusion") < md.index("## Final table")
     assert "| bugfix | wall seconds | 1.000 | PPO - GRPO |" in md
-    assert "Verdicts (bugfix, PPO - GRPO): rollouts: inconclusive; generated_tokens: inconclusive" in md
+    assert ("Verdicts (bugfix, PPO - GRPO): rollouts: inconclusive (no difference larger than 0.455; "
+            "calls ±0.355); generated_tokens: inconclusive") in md
 
 
 def test_conclusion_names_the_method_ahead(tmp_path):
@@ -116,7 +123,8 @@ def test_conclusion_names_the_method_ahead(tmp_path):
     comparisons = C.compare_at_matched_budgets("bugfix", group_runs(load_runs(tmp_path))["bugfix"])
     rollouts = next(c for c in comparisons if c.axis == "compute/rollouts")
     # Hand numbers of test_welch_interval_hand_arithmetic_and_scipy: [0.17733, 0.22267], df 4.
-    assert rollouts.row()[6:] == ["+0.200", "[+0.177, +0.223]", "4.0", "**PPO ahead**"]
+    assert rollouts.row()[6:] == ["+0.200", "[+0.177, +0.223]", "4.0", "**PPO ahead**", "±0.023"]
+    assert rollouts.verdict_line == "PPO ahead"
     assert {c.verdict for c in comparisons} == {"PPO ahead"}
 
 
@@ -201,3 +209,30 @@ def test_every_success_curve_starts_at_the_start_model_at_compute_zero(tmp_path,
             assert (x[0], y[0]) == (0.0, run.summary["start_model/success"]) == (0.0, 0.2), (axis, algo)
             cx, cy = C.eval_curve(run, axis)
             assert np.allclose(y, np.interp(x, cx, cy)), (axis, algo)
+
+
+def test_per_family_table_by_hand(tmp_path):
+    from experiments.report.families import family_columns, family_rows
+
+    # family "a": GRPO seeds 0.5, 0.6, 0.7 -> 0.600 ± t_(0.975,2) * 0.1 / sqrt(3) = 4.302653 * 0.057735
+    # = 0.248; PPO 0.4, 0.4, 0.7 -> 0.500 ± 4.302653 * 0.173205 / sqrt(3) = 0.430; start 0.25 on every run
+    for seed in SEEDS:
+        for algo in ("grpo", "ppo"):
+            run = write_run(tmp_path / f"{algo}{seed}", algo, "bugfix", seed)
+            summary = json.loads((run / "summary.json").read_text())
+            summary["eval/family_success/a"] = FINAL_SUCCESS[algo][seed]
+            summary["start_model/family_success/a"] = 0.25
+            (run / "summary.json").write_text(json.dumps(summary))
+    methods = group_runs(load_runs(tmp_path))["bugfix"]
+    assert family_columns(methods) == ["family", "start model", "grpo final", "ppo final"]
+    assert family_rows(methods) == [["a", "0.250", "0.600 ± 0.248", "0.500 ± 0.430"]]
+    md = render_report(tmp_path, references=False).markdown
+    assert "### Per task family" in md and "| a | 0.250 | 0.600 ± 0.248 | 0.500 ± 0.430 |" in md
+
+
+def test_no_family_table_for_a_single_family(tmp_path):
+    from experiments.report.families import family_rows
+
+    md = render_report(make_sweep(tmp_path / "s"), references=False).markdown
+    assert "### Per task family" not in md
+    assert family_rows(group_runs(load_runs(tmp_path / "s"))["bugfix"]) == []

@@ -167,7 +167,7 @@ def test_report_tables_for_the_logger(tmp_path):
     tables = report_tables(render_report(tmp_path, references=False))
     assert set(tables) == {"report/conclusion", "report/references", "report/transcripts"}
     cols, rows = tables["report/conclusion"]
-    assert len(rows) == 4 and cols[-1] == "verdict"  # one per compute axis, PPO - GRPO
+    assert len(rows) == 4 and cols[-2:] == ["verdict", "smallest difference called"]  # one per compute axis, PPO - GRPO
     cols, rows = tables["report/references"]
     # start model p = 0.2 of 16 x 2 = 32 attempts: Wilson on round(6.4) = 6 of 32, z = 1.96:
     # center = (0.1875 + 3.8416/64) / (1 + 3.8416/32) = 0.22099,
