@@ -217,13 +217,14 @@ def with_start_models(rows: list[Row], configs: dict[int, TrainConfig],
 def family_start_rows(env_id: str, difficulty: str, agent: str, ev: dict) -> list[Row]:
     """One start row per task family of a mixture's start-model evaluation
     (``eval/family_success/<f>`` and ``eval/family_scored/<f>``), labelled ``<difficulty>/<f>``;
-    its successes are the rate times the family's scored episodes."""
+    its successes are the rate times the family's scored episodes (its reward rate and turns are not
+    recorded per family: NaN)."""
     rows = []
     for key in (k for k in ev if k.startswith("eval/family_success/")):
         family = key[len("eval/family_success/"):]
         scored = int(ev[f"eval/family_scored/{family}"])
         rows.append(Row(env_id, f"{difficulty}/{family}", agent, "start", True, None, scored, 0,
-                        round(ev[key] * scored), 0, 0, 0, math.nan, math.nan))
+                        round(ev[key] * scored), math.nan, 0, 0, math.nan, math.nan))
     return rows
 
 

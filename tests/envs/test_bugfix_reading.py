@@ -167,3 +167,25 @@ def test_no_blind_fit_of_a_generated_task_passes_its_training_grader(difficulty)
             expected = tuple(y for _, y in graded)
             for fit in blind_fits(list(task.visible)) + [tuple(FitVisibleAgent.fit(list(task.visible)))]:
                 assert run_program(fit, xs) != expected, (task.task_id, fit)
+
+
+def test_every_operand_value_at_once_equals_the_scalar_interpreter():
+    """``run_with_operand_values`` (the task filter's stale-operand check, one vectorized pass)
+    against ``run_program`` on each rewritten program: the buggy programs of the first reading
+    tasks, every integer of the language in the operand, their visible inputs and domain ends."""
+    from envs.bugfix.language import HIGH, LOW, run_with_operand_values
+
+    values = np.arange(LOW, HIGH + 1)
+    spec = make_config("reading").task_spec
+    for i in range(12):
+        task = make_task(spec, "train", i)
+        (bug,) = task.bugs
+        inputs = tuple(x for x, _ in task.visible) + (-50, 0, 69)
+        got = run_with_operand_values(task.buggy, bug.line, values, inputs)
+        for k in range(0, len(values), 7):
+            words = task.buggy[bug.line].split(" ")
+            words[-1] = str(values[k])
+            program = task.buggy[:bug.line] + (" ".join(words),) + task.buggy[bug.line + 1:]
+            assert tuple(got[k]) == run_program(program, inputs), (i, int(values[k]))
+    with pytest.raises(ValueError, match="line 2 of main has no binary expression: 'return t'"):
+        run_with_operand_values(("t = x + 1", "return t"), 1, values, (1,))

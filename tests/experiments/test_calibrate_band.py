@@ -179,3 +179,22 @@ def test_a_mixtures_start_model_gets_a_row_per_family_from_its_evaluation():
     assert (reading.difficulty, reading.agent, reading.successes, reading.scored) == ("graded/reading", "start_model_s1", 6, 8)
     assert (unhinted.difficulty, unhinted.successes, unhinted.scored) == ("graded/reading_unhinted", 0, 4)
     assert family_start_rows(envs.BUGFIX_ID, "reading", START_AGENT, {"eval/success": 0.5}) == []
+
+
+@pytest.mark.slow
+def test_the_graded_band_command_prints_family_rows_and_a_start_model_per_warm_start_seed(tmp_path):
+    # docs/results.md's band command at tiny scale: 4 episodes per scripted row, two 16-demo warm starts
+    overrides = [*TINY_OVERRIDES, f"warmstart.cache_dir={tmp_path}"]
+    done = run_entry("experiments.calibrate", ["--episodes", "4", "--difficulties", "graded", "--mistake-rates", "0.2",
+                                               "--no-long-horizon", "--start-model", "--warmstart-seeds", "0", "1",
+                                               "--", *overrides], cwd=ROOT)
+    rows = [line.split() for line in done.stdout.splitlines() if line.startswith("BugFix-v2")]
+    labels = {(r[1], r[2]) for r in rows}
+    for label in ("graded", "graded/reading", "graded/reading_unhinted"):
+        assert {(label, "oracle"), (label, "start_model_s0"), (label, "start_model_s1")} <= labels
+    # 4 episodes: tasks 0, 1, 2, 3 -> families reading, reading_unhinted, reading, reading
+    assert [r[6] for r in rows if r[2] == "oracle"] == ["4", "3", "1"]
+    (band,) = [line for line in done.stdout.splitlines() if line.startswith("check band graded:")]
+    assert "over 2 warm-start seed(s)" in band and "| reading_unhinted oracle " in band
+    assert done.returncode == (1 if "FAIL" in band else 0), done.stderr[-2000:]
+    assert len(list(tmp_path.glob("*/warmstart.json"))) == 2  # one warm start per seed
