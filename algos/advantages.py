@@ -432,6 +432,26 @@ def length_adaptive_lam(points: Tensor, alpha: float) -> Tensor:
     return lam.clamp(0.0, 1.0)
 
 
+def relative_position_lam(points: Tensor, q: float) -> Tensor:
+    """lambda_i = q ** (1 / (l_i - 1))   (the relative-position actor lambda; l_i >= 2).
+
+    ``points`` [N] (integer or float): l_i, the decision points of trajectory i (over all its
+    segments). With gamma = 1 and a critic that predicts nothing, the outcome reaches decision k of
+    l (k = 1 .. l) with weight lambda^(l - k): the first decision keeps exactly ``q`` of it at every
+    length (lambda^(l - 1) = q), the last all of it; where ``length_adaptive_lam``'s share at the
+    first decision drifts with l. A trajectory of one decision point or none has no earlier
+    decision to weigh: lambda = ``q``. ``q`` a number in (0, 1]. Non-decreasing in l. Returns [N]
+    float64.
+    """
+    if isinstance(q, bool) or not isinstance(q, numbers.Real) or not 0.0 < q <= 1.0:
+        raise ValueError(f"q must be a number in (0, 1], got {q!r}")
+    if not isinstance(points, Tensor) or points.dim() != 1:
+        got = tuple(points.shape) if isinstance(points, Tensor) else type(points).__name__
+        raise ValueError(f"points must be a 1-D torch.Tensor [N], got {got}")
+    span = (points.to(torch.float64) - 1.0).clamp(min=1.0)
+    return torch.pow(torch.full_like(span, float(q)), 1.0 / span)
+
+
 def discounted_returns(
     rewards: Tensor,
     terminated: Tensor,

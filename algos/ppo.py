@@ -9,7 +9,9 @@ point is terminated or truncated). Each point's advantage is broadcast back to i
 Two trace decays (``algos.advantages.decoupled_gae``, VC-PPO): the actor's advantages use
 ``algo.lam``, or with ``algo.lam_alpha`` each trajectory's length-adaptive
 ``clamp(1 - 1 / (lam_alpha * l), 0, 1)`` (``l`` its decision points over all its segments,
-``algos.advantages.length_adaptive_lam``); the critic's targets are the GAE returns at
+``algos.advantages.length_adaptive_lam``), or with ``algo.lam_q`` its relative-position
+``lam_q ** (1 / (l - 1))`` (the first decision keeps ``lam_q`` of the outcome at every length,
+``algos.advantages.relative_position_lam``); the critic's targets are the GAE returns at
 ``algo.critic_lam`` (null: ``algo.lam``; 1.0: Monte Carlo returns, bootstrapped only at a
 truncation). The boundary rules above hold for both. With both knobs null the two are one GAE.
 
@@ -31,7 +33,7 @@ this batch BEFORE it is fitted on it, against the complete Monte Carlo returns o
 trajectories (rollouts not used in fitting); ``critic/explained_variance_in_batch`` compares the fitted values
 with the GAE returns they were trained on.
 
-Fields read from ``algo`` beyond the base ``Trainer``'s: ``gamma``, ``lam``, ``critic_lam``, ``lam_alpha``,
+Fields read from ``algo`` beyond the base ``Trainer``'s: ``gamma``, ``lam``, ``critic_lam``, ``lam_alpha``, ``lam_q``,
 ``critic_lr``, ``vf_coef``, ``value_clip``, ``value_warmup_updates``, ``critic_epochs``, ``norm_adv``, ``value_level``
 (no GRPO field: no ``std``, ``adv_eps``, ``dynamic_sampling``): the config schema :class:`PpoConfig`,
 registered with :class:`PPOTrainer`; the variants' schemas (:class:`PpoSegmentTerminalConfig`,
@@ -47,7 +49,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from algos.advantages import VALUE_LEVELS, decoupled_gae, discounted_returns, length_adaptive_lam, pick
+from algos.advantages import (VALUE_LEVELS, decoupled_gae, discounted_returns, length_adaptive_lam, pick,
+                              relative_position_lam)
 from algos.batch import Batch
 from algos.configs import AlgoConfig, ConfigError, check_at_least, check_choice
 from algos.decisions import GAELayout, at_points, gae_layout, on_sampled_tokens
@@ -73,6 +76,9 @@ class PpoConfig(AlgoConfig):
     critic_lam: Optional[float] = None
     # actor lambda per trajectory clamp(1 - 1/(lam_alpha * l), 0, 1), l = its decision points (null = lam)
     lam_alpha: Optional[float] = None
+    # actor lambda per trajectory lam_q ** (1/(l - 1)): the first of l decision points keeps lam_q of
+    # the outcome at every length (null = lam_alpha's rule, or lam); set at most one of the two
+    lam_q: Optional[float] = None
     # learning rate of the critic's parameters (separate critic or value head; null = lr)
     critic_lr: Optional[float] = None
     # value loss coefficient and clip (null = unclipped)
@@ -99,6 +105,11 @@ class PpoConfig(AlgoConfig):
             raise ConfigError(f"algo.critic_lam={self.critic_lam} must be in [0, 1] (or null to use algo.lam)")
         if self.lam_alpha is not None and not (math.isfinite(self.lam_alpha) and self.lam_alpha > 0):
             raise ConfigError(f"algo.lam_alpha={self.lam_alpha} must be a finite number > 0 (or null to use algo.lam)")
+        if self.lam_q is not None and not 0 < self.lam_q <= 1:
+            raise ConfigError(f"algo.lam_q={self.lam_q} must be a number in (0, 1] (or null)")
+        if self.lam_q is not None and self.lam_alpha is not None:
+            raise ConfigError(f"algo.lam_q={self.lam_q} and algo.lam_alpha={self.lam_alpha} both set; allowed: one "
+                              "actor lambda rule (set the other to null)")
         if self.critic_lr is not None and not (math.isfinite(self.critic_lr) and self.critic_lr > 0):
             raise ConfigError(f"algo.critic_lr={self.critic_lr} must be a finite number > 0 (or null to use algo.lr)")
         check_at_least("algo.value_warmup_updates", self.value_warmup_updates, 0)
@@ -150,11 +161,15 @@ class PPOTrainer(Trainer):
         return self.algo.critic_lr
 
     def lambdas(self, layout: GAELayout) -> tuple[float | Tensor, float]:
-        """``(lam_actor, lam_critic)``: ``algo.lam`` or the length-adaptive ``[N]`` lambda of each
-        trajectory (``algo.lam_alpha``; its decision points over all its segments), and
-        ``algo.critic_lam`` (null: ``algo.lam``)."""
+        """``(lam_actor, lam_critic)``: ``algo.lam``, or the ``[N]`` lambda of each trajectory from
+        its decision points over all its segments (``algo.lam_q``: relative-position;
+        ``algo.lam_alpha``: length-adaptive), and ``algo.critic_lam`` (null: ``algo.lam``)."""
         algo = self.algo
-        actor = algo.lam if algo.lam_alpha is None else length_adaptive_lam(layout.mask.sum(1), algo.lam_alpha)
+        points = layout.mask.sum(1)
+        if getattr(algo, "lam_q", None) is not None:
+            actor = relative_position_lam(points, algo.lam_q)
+        else:
+            actor = algo.lam if algo.lam_alpha is None else length_adaptive_lam(points, algo.lam_alpha)
         return actor, algo.lam if algo.critic_lam is None else algo.critic_lam
 
     def advantages(self, batch: Batch, inputs: UpdateInputs) -> Advantages:

@@ -48,7 +48,7 @@ BOOKKEEPING_KEYS = ("seed", "run_dir", "runs_root", "resume", "progress", "threa
 ABSENT = "<absent>"
 #: Config keys added after runs were recorded, each with the value that reproduces the runs made
 #: before it (its schema default, tested): a run whose config.yaml lacks the key ran with it.
-ADDED_KEYS: dict[str, Any] = {"policy.env_instructions": False}
+ADDED_KEYS: dict[str, Any] = {"policy.env_instructions": False, "algo.lam_q": None}
 COLUMNS = ("recipe", "what changed", "seeds", "final held-out success, mean [95% CI]",
            "minus full recipe [95% Welch]", "verdict", "critic EV held-out (2nd-half mean)", "wall s (training)")
 

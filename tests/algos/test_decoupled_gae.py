@@ -14,7 +14,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from algos.advantages import decoupled_gae, discounted_returns, gae, length_adaptive_lam
+from algos.advantages import decoupled_gae, discounted_returns, gae, length_adaptive_lam, relative_position_lam
 from algos.batch import ContextBuilder, Trajectory, collate
 from algos.compute import ComputeMeter, attention_flops
 from algos.policy import PolicyModel, PolicyShape, ValueModel, count_params
@@ -127,6 +127,30 @@ def test_length_adaptive_lambda_numbers():
     assert torch.allclose(lam, torch.tensor([0.0, 0.5, 0.9375], dtype=F64), atol=1e-12)
     lam = length_adaptive_lam(torch.tensor([40, 0]), 1.5)
     assert torch.allclose(lam, torch.tensor([1 - 1 / 60, 0.0], dtype=F64), atol=1e-12)
+
+
+def test_relative_position_lambda_numbers():
+    # q 0.5: l = 2 -> 0.5 ** 1 = 0.5; l = 3 -> 0.5 ** (1/2) = 0.7071068; l = 9 -> 0.5 ** (1/8) = 0.9170040;
+    # l = 1 and l = 0 (no earlier decision) -> q = 0.5; q 1 -> 1 at every length
+    lam = relative_position_lam(torch.tensor([2, 3, 9, 1, 0]), 0.5)
+    assert torch.allclose(lam, torch.tensor([0.5, 0.7071068, 0.9170040, 0.5, 0.5], dtype=F64), atol=1e-7)
+    assert torch.equal(relative_position_lam(torch.tensor([5, 40]), 1.0), torch.ones(2, dtype=F64))
+    for kwargs, match in (({"points": torch.tensor([2]), "q": 0.0}, r"q must be a number in \(0, 1\], got 0.0"),
+                          ({"points": torch.ones(2, 2), "q": 0.5}, r"points must be a 1-D torch.Tensor \[N\], got \(2, 2\)")):
+        with pytest.raises(ValueError, match=match):
+            relative_position_lam(**kwargs)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(2, 500), min_size=1, max_size=8), st.floats(0.01, 1.0))
+def test_relative_position_lambda_leaves_q_at_the_first_decision_at_every_length(lengths, q):
+    # the outcome's weight at the first of l decisions is lambda ** (l - 1) = q, whatever l
+    points = torch.tensor(lengths)
+    lam = relative_position_lam(points, q)
+    torch.testing.assert_close(lam ** (points.to(F64) - 1), torch.full((len(lengths),), q, dtype=F64),
+                               rtol=1e-9, atol=1e-12)
+    ordered = relative_position_lam(torch.tensor(sorted(lengths)), q)
+    assert bool((ordered[1:] >= ordered[:-1] - 1e-15).all())
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -296,23 +320,25 @@ def _point_outputs(name, traj, raw, **kw):
 
 
 @pytest.mark.parametrize("kw", [dict(lam=0.5, critic_lam=1.0), dict(lam=0.95, critic_lam=0.0),
-                                dict(lam=0.95, critic_lam=1.0, lam_alpha=1.5)])
+                                dict(lam=0.95, critic_lam=1.0, lam_alpha=1.5),
+                                dict(lam=0.95, critic_lam=1.0, lam_q=0.25)])
 def test_compression_gives_the_unsplit_trajectorys_advantages_and_targets(kw):
     """V(s0) = 0.6, V(s1) = 0.8 = V(compressed context), rewards 0 then 1, gamma 0.9: deltas
     0 + 0.72 - 0.6 = 0.12 and 1 - 0.8 = 0.2. Actor at lam: A = 0.12 + 0.9 lam 0.2, 0.2; critic at
     critic_lam: R = 0.6 + 0.12 + 0.18 critic_lam, 1.0. lam_alpha 1.5 counts both segments' points,
-    l = 2: lam = 1 - 1/3 = 2/3 in both layouts (a per-segment count, l = 1, would give 1 - 1/1.5 = 1/3)."""
+    l = 2: lam = 1 - 1/3 = 2/3 in both layouts (a per-segment count, l = 1, would give 1 - 1/1.5 = 1/3).
+    lam_q 0.25 at l = 2: lam = 0.25 ** (1 / 1) = 0.25 in both layouts."""
     split_adv, split_ret, split_lam = _point_outputs("ppo", *_two_segments(), **kw)
     whole_adv, whole_ret, whole_lam = _point_outputs("ppo", *_one_segment(), **kw)
-    lam = 2 / 3 if "lam_alpha" in kw else kw["lam"]
+    lam = 2 / 3 if "lam_alpha" in kw else kw.get("lam_q", kw["lam"])
     expected_adv = torch.tensor([[0.12 + 0.9 * lam * 0.2, 0.2]])
     expected_ret = torch.tensor([[0.72 + 0.18 * kw["critic_lam"], 1.0]])
     # float32 layouts: a few ulps of numbers <= 1, so 1e-6 separates every hand number above
     for adv, ret in ((split_adv, split_ret), (whole_adv, whole_ret)):
         torch.testing.assert_close(adv, expected_adv, rtol=0, atol=1e-6)
         torch.testing.assert_close(ret, expected_ret, rtol=0, atol=1e-6)
-    if "lam_alpha" in kw:
-        torch.testing.assert_close(split_lam, torch.tensor([2 / 3], dtype=F64), rtol=0, atol=1e-12)
+    if "lam_alpha" in kw or "lam_q" in kw:
+        torch.testing.assert_close(split_lam, torch.tensor([lam], dtype=F64), rtol=0, atol=1e-12)
         torch.testing.assert_close(whole_lam, split_lam, rtol=0, atol=1e-12)
     # the C17 mistake for both lambdas: the boundary labelled terminal loses 0.9 * 0.8 + 0.9 * lam * A1
     term_adv, term_ret, _ = _point_outputs("ppo_segment_terminal", *_two_segments(), **kw)
@@ -485,6 +511,9 @@ def test_a_run_counts_its_warmup_rollouts_inside_the_rollout_budget(tmp_path, sh
     (dict(lam_alpha=-1.0), r"^algo\.lam_alpha=-1\.0 must be a finite number > 0"),
     (dict(lam_alpha=math.nan), r"^algo\.lam_alpha=nan must be a finite number > 0"),
     (dict(critic_lr=0.0), r"^algo\.critic_lr=0\.0 must be a finite number > 0 \(or null to use algo\.lr\)$"),
+    (dict(lam_q=0.0), r"^algo\.lam_q=0\.0 must be a number in \(0, 1\] \(or null\)$"),
+    (dict(lam_q=1.5), r"^algo\.lam_q=1\.5 must be a number in \(0, 1\]"),
+    (dict(lam_q=0.5, lam_alpha=1.5), r"^algo\.lam_q=0\.5 and algo\.lam_alpha=1\.5 both set; allowed: one actor lambda rule"),
 ])
 @pytest.mark.parametrize("name", ["ppo", "ppo_segment_terminal", "ppo_ctde", "ppo_independent"])
 def test_bad_decoupled_gae_knobs_give_a_one_line_config_error(kw, match, name):
