@@ -1,5 +1,5 @@
 """Advantage estimators: GRPO group-relative advantages, RLOO, process-supervised GRPO, GiGPO step
-groups, and GAE across episode and segment ends (one lambda, or one for the actor's advantages and
+groups, critic-free grouped state values with GAE over steps, and GAE across episode and segment ends (one lambda, or one for the actor's advantages and
 one for the critic's targets; a number or one per row, e.g. the length-adaptive lambda).
 
 Pure math: tensors in, tensors out; no environment, no I/O. Boundary semantics (docs/algorithms.md):
@@ -279,6 +279,97 @@ def step_group_counts(group_ids: Tensor, step_mask: Tensor, anchor_ids: Tensor) 
     _, inverse, counts = torch.unique(pairs, dim=0, return_inverse=True, return_counts=True)
     sizes[mask] = counts[inverse]
     return int((counts >= 2).sum()), sizes
+
+
+def _group_mean_return(returns: Tensor, group_index: Tensor, n_groups: int) -> Tensor:
+    """[N]: the mean over each trajectory's group of the returns ``returns[:, 0]`` (0 without steps)."""
+    first = returns[:, 0] if returns.shape[1] else torch.zeros(returns.shape[0], dtype=returns.dtype)
+    counts = torch.zeros(n_groups, dtype=returns.dtype).index_add_(0, group_index, torch.ones_like(first))
+    return (torch.zeros(n_groups, dtype=returns.dtype).index_add_(0, group_index, first) / counts)[group_index]
+
+
+def grouped_state_values(step_returns: Tensor, step_mask: Tensor, group_ids: Tensor, anchor_ids: Tensor) -> Tensor:
+    """V[i, s] = mean of G over the visits of step (i, s)'s state in its group; V[i, s] = mean_j G[j, 0]
+    over the group's trajectories when the state is visited once   (the critic-free state value).
+
+    The visits of (i, s) are every masked (j, s') with ``group_ids[j] == group_ids[i]`` and
+    ``anchor_ids[j, s'] == anchor_ids[i, s]`` (:func:`gigpo_advantages`'s step group: the same
+    state reached at any turn, by any member). ``G = step_returns`` are the returns-to-go per step
+    (:func:`discounted_returns`), so ``G[j, 0]`` is trajectory j's return and the fallback is the
+    group's mean return, GRPO's baseline. Shapes: ``step_returns`` [N, S] float, ``step_mask``
+    [N, S] bool (or 0/1; each row's steps first, padding after), ``group_ids`` [N] integer,
+    ``anchor_ids`` [N, S] integer. Returns [N, S]; unmasked steps 0.
+    """
+    n = step_returns.shape[0] if isinstance(step_returns, Tensor) and step_returns.dim() else -1
+    ret, mask = _check_steps(step_returns, step_mask, n, "step_returns")
+    group_index, n_groups = _group_index(group_ids, n)
+    if anchor_ids.shape != ret.shape:
+        raise ValueError(f"anchor_ids has shape {tuple(anchor_ids.shape)}, expected {tuple(ret.shape)}")
+    values = _group_mean_return(ret, group_index, n_groups)[:, None].expand_as(ret).clone()
+    rows = torch.arange(n)[:, None].expand_as(mask)
+    pairs = torch.stack([group_index[rows[mask]], anchor_ids[mask].to(torch.int64)], dim=1)
+    if pairs.shape[0]:
+        _, visit, visits = torch.unique(pairs, dim=0, return_inverse=True, return_counts=True)
+        sums = torch.zeros(visits.shape[0], dtype=ret.dtype).index_add_(0, visit, ret[mask])
+        recurring = visits[visit] >= 2
+        values[mask] = torch.where(recurring, sums[visit] / visits[visit].to(ret.dtype), values[mask])
+    return torch.where(mask, values, torch.zeros_like(values))
+
+
+def grouped_value_advantages(
+    step_rewards: Tensor,
+    step_mask: Tensor,
+    group_ids: Tensor,
+    anchor_ids: Tensor,
+    terminated: Tensor,
+    truncated: Tensor,
+    gamma: float,
+    lam: float,
+    normalise: str = "none",
+    std: str = "population",
+    eps: float = 1e-6,
+) -> tuple[Tensor, Tensor]:
+    """A = GAE over each trajectory's steps on the critic-free state values V of
+    :func:`grouped_state_values`:
+
+        G[i, s]  = r[i, s] + gamma * G[i, s + 1]                    (0 past a terminated or truncated last step)
+        V[i, s]  = grouped_state_values(G)                          (visits of the state in the group)
+        V'[i, s] = V[i, s + 1]; at a truncated last step the group's mean return; at a terminated one 0
+        delta    = r + gamma * V' - V,   A[i, s] = delta[i, s] + gamma * lam * A[i, s + 1]   (:func:`gae`)
+
+    The steps of a trajectory are its turns over all its segments, so a compression boundary inside
+    an episode neither cuts G nor the recursion. ``normalise``: ``none`` or ``group`` (A standardised
+    over every masked step of the group with ``std`` and ``eps``, :func:`group_advantages`; a group
+    whose advantages are all equal gets 0). Shapes: ``step_rewards``, ``terminated``, ``truncated``
+    [N, S], ``step_mask`` [N, S] bool (each row's steps first), ``group_ids`` [N] integer,
+    ``anchor_ids`` [N, S] integer. Returns ``(A, V)``, both [N, S], 0 at unmasked steps.
+    """
+    gamma = _check_unit_interval("gamma", gamma)
+    lam = _check_unit_interval("lam", lam)
+    if normalise not in GROUPED_VALUE_NORMS:
+        raise ValueError(f"normalise={normalise!r} unknown; allowed: {', '.join(GROUPED_VALUE_NORMS)}")
+    _ddof_for(std)
+    eps = _check_eps(eps)
+    r = _as_float("step_rewards", step_rewards)
+    mask = _as_bool("step_mask", step_mask)
+    term, trunc = _as_bool("terminated", terminated), _as_bool("truncated", truncated)
+    returns = discounted_returns(r, term, trunc, gamma=gamma, mask=mask)
+    values = grouped_state_values(returns, mask, group_ids, anchor_ids)
+    n = r.shape[0]
+    fallback = _group_mean_return(returns, *_group_index(group_ids, n))
+    next_values = torch.zeros_like(values)
+    next_values[:, :-1] = values[:, 1:]
+    next_values = torch.where(trunc, fallback[:, None].expand_as(values), next_values)
+    adv, _ = gae(r, values, next_values, term, trunc, gamma=gamma, lam=lam, mask=mask)
+    if normalise == "group" and mask.any():
+        rows = torch.arange(n)[:, None].expand_as(mask)
+        adv = adv.clone()
+        adv[mask] = group_advantages(adv[mask], group_ids[rows[mask]], std=std, eps=eps)
+    return torch.where(mask, adv, torch.zeros_like(adv)), values
+
+
+# ``algo.normalise`` of the grouped-value estimator: none, or standardised per group over its steps
+GROUPED_VALUE_NORMS = ("none", "group")
 
 
 def _check_gae_inputs(

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from envs import SPECS
 
 # modules whose import registers the built-in trainers
-BUILTIN_MODULES = ("algos.grpo", "algos.ppo", "algos.rloo", "algos.gigpo", "algos.grpo_process", "algos.ppo_ctde")
+BUILTIN_MODULES = ("algos.grpo", "algos.ppo", "algos.rloo", "algos.gigpo", "algos.grpo_process", "algos.ppo_ctde",
+                   "algos.grouped_value")
 #: env short names (``env.name``) a one-agent method runs on unless its registration narrows them:
 #: every env spec with ``agents == 1``
 SINGLE_AGENT_ENVS = tuple(s.name for s in SPECS if s.agents == 1)

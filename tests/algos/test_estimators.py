@@ -52,7 +52,7 @@ def group_method_names() -> set[str]:
 
 def test_every_group_and_step_method_resolves_to_a_registered_estimator_of_its_kind():
     names = group_method_names()
-    assert names == {"grpo", "rloo", "gigpo", "grpo_process"}
+    assert names == {"grpo", "rloo", "gigpo", "grpo_process", "grouped_value"}
     for name in names:
         cls = TRAINERS[name]
         assert cls in (GroupTrainer, StepTrainer)  # one trainer per kind, no subclass per method
@@ -75,7 +75,7 @@ def test_make_trainer_runs_the_registered_name_and_a_kind_mismatch_is_an_error()
     assert trainer.estimator is ESTIMATORS["rloo"]
     with pytest.raises(ValueError, match=r"algo 'gigpo' has no outcome estimator; allowed: grpo, rloo$"):
         GroupTrainer(AlgoConfig(name="gigpo"), model())
-    with pytest.raises(ValueError, match=r"algo 'rloo' has no step estimator; allowed: gigpo, grpo_process$"):
+    with pytest.raises(ValueError, match=r"algo 'rloo' has no step estimator; allowed: gigpo, grouped_value, grpo_process$"):
         StepTrainer(AlgoConfig(name="rloo"), model())
 
 

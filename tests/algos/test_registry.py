@@ -77,7 +77,7 @@ def test_every_name_list_is_read_from_the_registry():
 def test_the_trainer_order_does_not_depend_on_what_a_process_imports_first(first):
     code = f"import {first}; from algos.registry import load_builtin_trainers; print(','.join(load_builtin_trainers()))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
-    assert out.strip() == "grpo,ppo,ppo_segment_terminal,ppo_long,rloo,gigpo,grpo_process,ppo_independent,ppo_ctde"
+    assert out.strip() == "grpo,ppo,ppo_segment_terminal,ppo_long,rloo,gigpo,grpo_process,ppo_independent,ppo_ctde,grouped_value"
 
 
 def test_a_new_registration_carries_its_traits_everywhere():

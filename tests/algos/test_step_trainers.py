@@ -63,7 +63,7 @@ def test_registry_builds_each_method_as_its_kind_trainer_with_its_estimator():
         trainer = make_trainer(name, algo(name), model())
         assert type(trainer) is cls and TRAINERS[name] is cls
         assert trainer.estimator is ESTIMATORS[name]
-    with pytest.raises(ValueError, match=r"algo 'gipgo' unknown; allowed: gigpo, grpo, grpo_process, ppo, ppo_ctde, ppo_independent, ppo_long, ppo_segment_terminal, rloo"):
+    with pytest.raises(ValueError, match=r"algo 'gipgo' unknown; allowed: gigpo, grouped_value, grpo, grpo_process, ppo, ppo_ctde, ppo_independent, ppo_long, ppo_segment_terminal, rloo"):
         make_trainer("gipgo", algo("gigpo"), model())
 
 

@@ -208,7 +208,7 @@ def test_registries_name_the_valid_choices():
         make_trainer("grpo", bad("grpo", "off_policy_correction", "vtrace"), _model())
     with pytest.raises(ValueError, match=r"algo.value_level='step' unknown; allowed: token, turn"):
         make_trainer("ppo", bad("ppo", "value_level", "step"), _model(critic="head"))
-    with pytest.raises(ValueError, match=r"algo 'sac' unknown; allowed: gigpo, grpo, grpo_process, ppo, ppo_ctde, ppo_independent, ppo_long, ppo_segment_terminal, rloo"):
+    with pytest.raises(ValueError, match=r"algo 'sac' unknown; allowed: gigpo, grouped_value, grpo, grpo_process, ppo, ppo_ctde, ppo_independent, ppo_long, ppo_segment_terminal, rloo"):
         make_trainer("sac", AlgoConfig(name="grpo"), _model())
 
 

@@ -20,7 +20,7 @@ from experiments.report.markdown import _conclusion_md
 from report_fixtures import write_run
 
 ROOT = Path(__file__).resolve().parents[2]
-ALLOWED = "allowed: grpo, ppo, ppo_segment_terminal, ppo_long, rloo, gigpo, grpo_process, ppo_independent, ppo_ctde"
+ALLOWED = "allowed: grpo, ppo, ppo_segment_terminal, ppo_long, rloo, gigpo, grpo_process, ppo_independent, ppo_ctde, grouped_value"
 
 
 def test_every_compare_method_is_a_registered_trainer_with_a_config():
@@ -34,7 +34,7 @@ def test_every_compare_method_is_a_registered_trainer_with_a_config():
         # env=long_horizon runs only), and at least one preset trains on one of them
         assert set(traits.envs) <= {s.name for s in envs.SPECS} and set(traits.envs) & set(C.PRESET_ENVS.values())
     assert C.registry_methods() == ["grpo", "ppo", "ppo_segment_terminal", "ppo_long", "rloo", "gigpo",
-                                    "grpo_process", "ppo_independent", "ppo_ctde"]
+                                    "grpo_process", "ppo_independent", "ppo_ctde", "grouped_value"]
     assert set(C.PRESET_ENVS) == set(C.PRESETS)
 
 
