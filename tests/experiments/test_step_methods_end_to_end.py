@@ -1,5 +1,5 @@
 """The step-level estimators from the one training entry point, on both envs:
-``experiments.train algo=rloo|gigpo|grpo_process env=bugfix|long_horizon experiment=tiny``
+``experiments.train algo=rloo|gigpo|grpo_process|grouped_value env=bugfix|long_horizon experiment=tiny``
 (in-process ``experiments.runtime.loop.run`` on the composed, validated config, as ``main`` does after
 the Hydra parse)."""
 
@@ -30,14 +30,14 @@ def train(tmp_path, *overrides) -> tuple[dict, list[dict]]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("env", ["bugfix", "long_horizon"])
-@pytest.mark.parametrize("algo", ["rloo", "gigpo", "grpo_process"])
+@pytest.mark.parametrize("algo", ["rloo", "gigpo", "grpo_process", "grouped_value"])
 def test_step_method_trains_end_to_end(tmp_path, algo, env):
     summary, rows = train(tmp_path, f"algo={algo}", f"env={env}")
     # 32 rollouts at 4 tasks x G = 4 per update: 2 updates, every one of this algorithm
     assert summary["compute/rollouts"] == 32 and [r["update"] for r in rows] == [1, 2]
     assert all(r["algo"] == algo and r["train/grad_norm"] >= 0 for r in rows)
     assert 0.0 <= summary["eval/success"] <= 1.0
-    if algo == "gigpo":
+    if algo in ("gigpo", "grouped_value"):
         # the envs emit info["state_key"]: the reset state is shared by every member of a group,
         # so step groups exist (4 groups' reset steps at least) and the hit rate is above 0
         assert all(r["train/step_groups"] >= 4 and 0.0 < r["train/anchor_hit_rate"] <= 1.0 for r in rows)

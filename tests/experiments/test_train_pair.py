@@ -80,7 +80,7 @@ def test_bad_combination_exits_2_before_compute(tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "config error: algo=ppo_ctde trains two agents but env=bugfix has one; allowed envs: pairfix (or a single-agent "
-        "algo: grpo, ppo, ppo_segment_terminal, ppo_long, rloo, gigpo, grpo_process)"]
+        "algo: grpo, ppo, ppo_segment_terminal, ppo_long, rloo, gigpo, grpo_process, grouped_value)"]
     assert not (tmp_path / "run").exists() and not (tmp_path / "ws").exists()
 
 
