@@ -253,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
                                                  "model of every LongHorizon-v3 horizon (see experiments/probes/band.py).")
     parser.add_argument("--episodes", type=int, default=1000, help="episodes per scripted row")
     parser.add_argument("--seed", type=int, default=0, help="episode i uses env seed seed + i")
-    parser.add_argument("--difficulties", nargs="+", default=list(DIFFICULTIES), choices=[*DIFFICULTIES, *MIXTURES],
+    bugfix = [*DIFFICULTIES, *MIXTURES]
+    parser.add_argument("--difficulties", nargs="+", default=bugfix, choices=bugfix,
                         help="BugFix difficulties; a task mixture (graded) also prints a row per family")
     parser.add_argument("--mistake-rates", nargs="+", type=float, default=list(DEFAULT_MISTAKE_RATES),
                         help="noisy_oracle's chance of a mistake per decision, one row each")
