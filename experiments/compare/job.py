@@ -556,6 +556,10 @@ def sweep_and_report(args: argparse.Namespace, methods: Sequence[str], seeds, sw
               "launcher": launcher, "overrides": list(overrides), "command": " ".join(cmd),
               "sweep_dir": str(sweep_dir), "sweep_seconds": sweep_seconds, "runs": len(report.runs)}
     log_report(report, args.logger, sweep_dir, group, config, methods)
+    if args.logger == "wandb":
+        from experiments.dashboard import specs_after_sweep
+
+        print(specs_after_sweep(sweep_dir), file=sys.stderr)
     print(f"\nsweep {sweep_dir}: {len(report.runs)} runs in {sweep_seconds:.0f}s; report {report.path}"
           + (f"; W&B offline files under {sweep_dir / 'wandb'} and each run's wandb/" if args.logger == "wandb" else ""),
           file=sys.stderr)

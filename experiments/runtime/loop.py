@@ -199,7 +199,9 @@ def _finish(c: TrainConfig, rd: RunDir, learner: Learner, logger, st: RunState, 
                "budget/amount": c.budget.amount, **learner.summary_extra(),
                "wall_seconds_this_process": time.perf_counter() - t_run, "wall_seconds_updates": meter.wall_seconds - wall_start}
     rd.write_summary(summary)
-    logger.log({k: v for k, v in jsonable(summary).items() if k.startswith(("eval/", "agent_", "start_model/success"))})
+    # with the compute counters, so the final evaluation sits on every x-axis too
+    logger.log({k: v for k, v in jsonable(summary).items()
+                if k.startswith(("eval/", "agent_", "start_model/success", "compute/"))})
     if (rd.path / TRANSCRIPTS_FILE).exists():
         logger.log_table("eval/transcripts", list(TABLE_COLUMNS), transcript_rows(load_transcripts(rd.path), c.algo.name))
     logger.finish()

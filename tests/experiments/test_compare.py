@@ -96,6 +96,19 @@ def test_compare_tiny_end_to_end(tmp_path):
         c = offline_run_contents(wdir)
         assert c["run"]["group"] == "sweep" and c["run"]["job_type"] == r.split("-")[1]
         assert c["metrics"]["rollout/*"] == "compute/rollouts" and c["exit_code"] == 0
+    # Every x-axis usable: each history row that plots a key (eval/, rollout/, train/, critic/)
+    # holds every compute counter too (W&B samples a non-Step x-axis only from the same log call)
+    counters = ("compute/rollouts", "compute/generated_tokens", "compute/tool_seconds", "compute/train_flops",
+                "compute/wall_seconds")
+    for r in runs:
+        (wdir,) = (sweep / r / "wandb").glob("offline-run-*")
+        rows = [h for h in offline_run_contents(wdir)["history"]
+                if any(k.startswith(("eval/", "rollout/", "train/", "critic/")) and not k.startswith("eval/transcripts")
+                       for k in h)]
+        assert rows and all(all(c in h for c in counters) for h in rows), r
+    # The W&B dashboard specs, written offline at the end of the sweep (experiments.dashboard)
+    assert (sweep / "dashboard" / "workspace.json").is_file() and (sweep / "dashboard" / "report.json").is_file()
+    assert "W&B dashboard specs:" in out.stderr
     # ... and one summary run with the tables and the plots.
     (wdir,) = (sweep / "wandb").glob("offline-run-*")
     c = offline_run_contents(wdir)
