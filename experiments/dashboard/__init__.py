@@ -93,7 +93,8 @@ def plan(runs: Sequence[Run]) -> list[tuple[str, list[PanelPlan]]]:
         kept = [PanelPlan(p.title, p.x, tuple(k for k in p.y if k in keys)) for p in panels if p.x in keys]
         out.append((name, [p for p in kept if p.y]))
     stops = tuple(sorted(k for k in keys if k.startswith(STOP_PREFIX)))
-    out.append(("Stop reasons", [PanelPlan("training episodes per stop reason", "compute/rollouts", stops)] if stops else []))
+    stop_panel = PanelPlan("training episodes per stop reason", "compute/rollouts", stops)
+    out.append(("Stop reasons", [stop_panel] if stops else []))
     return out
 
 
@@ -138,7 +139,8 @@ def build_workspace(runs: Sequence[Run], entity: str, project: str, name: str):
     sections[0].panels.append(wr.ScalarChart(title="start model held-out success", metric="start_model/success",
                                              groupby_aggfunc="mean"))
     if any((r.run_dir / "transcripts.json").is_file() for r in runs):
-        sections.append(ws.Section(name="Transcripts", panels=[wr.WeavePanelSummaryTable(table_name=TRANSCRIPTS_KEY)], is_open=True))
+        table = wr.WeavePanelSummaryTable(table_name=TRANSCRIPTS_KEY)
+        sections.append(ws.Section(name="Transcripts", panels=[table], is_open=True))
     return ws.Workspace(entity=entity, project=project, name=name, sections=sections,
                         runset_settings=ws.RunsetSettings(filters=[expr.Metric("Group") == sweep_group(runs)],
                                                           groupby=[expr.Config("algo.name")]))
