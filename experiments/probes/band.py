@@ -42,6 +42,7 @@ from envs.bugfix.config import MIXTURES
 from experiments.compare.horizons import horizon_overrides
 from experiments.probes.calibrate import (CEILING_TARGET, DEFAULT_HORIZONS, DEFAULT_MISTAKE_RATES, Row, calibrate,
                                           checks, format_table)
+from experiments.report.keys import FAMILY_EVAL_PREFIX
 from experiments.runtime.config import compose_config, validate
 from experiments.runtime.schema import ConfigError, TrainConfig
 from experiments.runtime.warmstart import ensure_warmstart, zero_shot_evaluation
@@ -220,8 +221,8 @@ def family_start_rows(env_id: str, difficulty: str, agent: str, ev: dict) -> lis
     its successes are the rate times the family's scored episodes (its reward rate and turns are not
     recorded per family: NaN)."""
     rows = []
-    for key in (k for k in ev if k.startswith("eval/family_success/")):
-        family = key[len("eval/family_success/"):]
+    for key in (k for k in ev if k.startswith(FAMILY_EVAL_PREFIX)):
+        family = key[len(FAMILY_EVAL_PREFIX):]
         scored = int(ev[f"eval/family_scored/{family}"])
         rows.append(Row(env_id, f"{difficulty}/{family}", agent, "start", True, None, scored, 0,
                         round(ev[key] * scored), math.nan, 0, 0, math.nan, math.nan))
