@@ -34,6 +34,8 @@ evaluation verifier does not confirm: ``train_reward > 0 and verified == 0``.
 
 from __future__ import annotations
 
+import operator
+
 from functools import lru_cache
 from typing import Callable, Sequence
 
@@ -93,8 +95,7 @@ class HiddenGrader:
         return self._inputs
 
     def n_passed(self, program: Program) -> int:
-        got = self._run(program, self._inputs)
-        return sum(1 for g, e in zip(got, self._expected) if g == e)
+        return sum(map(operator.eq, self._run(program, self._inputs), self._expected))
 
     def pass_rate(self, program: Program) -> float:
         return self.n_passed(program) / len(self._tests)

@@ -165,8 +165,10 @@ def run_on_domain(program: tuple[str, ...], inputs: np.ndarray) -> np.ndarray:
 def run_many(program: tuple[str, ...], inputs: tuple[int, ...]) -> tuple:
     """``run_program``'s outputs computed by ``run_on_domain`` (``None`` = no return): the graders'
     evaluator, a few times faster than the scalar one on hundreds of inputs."""
-    out = run_on_domain(program, np.asarray(inputs, dtype=np.int64)).tolist()
-    return tuple(None if v == NONE_CODE else v for v in out)
+    out = run_on_domain(program, np.asarray(inputs, dtype=np.int64))
+    if not (out == NONE_CODE).any():  # every input returns: no per-value rewrite
+        return tuple(out.tolist())
+    return tuple(None if v == NONE_CODE else v for v in out.tolist())
 
 
 def run_with_operand_values(program: tuple[str, ...], line: int, values: np.ndarray, inputs: Sequence[int]) -> np.ndarray:
