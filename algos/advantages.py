@@ -316,6 +316,42 @@ def grouped_state_values(step_returns: Tensor, step_mask: Tensor, group_ids: Ten
     return torch.where(mask, values, torch.zeros_like(values))
 
 
+def held_out_state_values(step_returns: Tensor, step_mask: Tensor, group_ids: Tensor,
+                          anchor_ids: Tensor) -> tuple[Tensor, Tensor]:
+    """``(V_out [N, S], defined [N, S])``: the grouped state value of each step computed without
+    its own trajectory (the value quality a critic's held-out EV is compared with):
+
+        V_out[i, s] = mean of G over the visits of (i, s)'s state by the OTHER members of its group
+                      (else their mean return mean_{j != i} G[j, 0]; undefined in a group of one)
+
+    Visits and ``G`` as in :func:`grouped_state_values`; ``defined`` marks the masked steps whose
+    trajectory has another member in its group. Unmasked or undefined entries are 0.
+    """
+    n = step_returns.shape[0] if isinstance(step_returns, Tensor) and step_returns.dim() else -1
+    ret, mask = _check_steps(step_returns, step_mask, n, "step_returns")
+    group_index, n_groups = _group_index(group_ids, n)
+    first = ret[:, 0] if ret.shape[1] else torch.zeros(n, dtype=ret.dtype)
+    members = torch.zeros(n_groups, dtype=ret.dtype).index_add_(0, group_index, torch.ones_like(first))
+    totals = torch.zeros(n_groups, dtype=ret.dtype).index_add_(0, group_index, first)
+    others = (members[group_index] - 1).clamp(min=1)
+    fallback = (totals[group_index] - first) / others  # mean return of the other members
+    values = fallback[:, None].expand_as(ret).clone()
+    rows = torch.arange(n)[:, None].expand_as(mask)
+    if mask.any():
+        g, a, own = group_index[rows[mask]], anchor_ids[mask].to(torch.int64), ret[mask]
+        _, visit = torch.unique(torch.stack([g, a], dim=1), dim=0, return_inverse=True)
+        _, mine = torch.unique(torch.stack([rows[mask], a], dim=1), dim=0, return_inverse=True)
+        k = int(visit.max()) + 1
+        count = torch.zeros(k, dtype=ret.dtype).index_add_(0, visit, torch.ones_like(own))
+        total = torch.zeros(k, dtype=ret.dtype).index_add_(0, visit, own)
+        own_count = torch.zeros(int(mine.max()) + 1, dtype=ret.dtype).index_add_(0, mine, torch.ones_like(own))
+        own_total = torch.zeros(int(mine.max()) + 1, dtype=ret.dtype).index_add_(0, mine, own)
+        rest = count[visit] - own_count[mine]  # visits of the state by the other members
+        values[mask] = torch.where(rest > 0, (total[visit] - own_total[mine]) / rest.clamp(min=1), values[mask])
+    defined = mask & (members[group_index] >= 2)[:, None]
+    return torch.where(defined, values, torch.zeros_like(values)), defined
+
+
 def grouped_value_advantages(
     step_rewards: Tensor,
     step_mask: Tensor,

@@ -17,7 +17,10 @@ recursion (a step is a turn, over all segments).
 
 Metrics: ``train/step_groups`` (states visited at least twice in their group) and
 ``train/anchor_hit_rate`` (share of real steps whose state recurs: the steps with a value of their
-own), as GiGPO logs them.
+own), as GiGPO logs them; ``train/state_value_ev_heldout``, the explained variance of the
+returns-to-go by the values computed without each step's own trajectory
+(``held_out_state_values``: the other members' visits), the value quality a critic's
+``critic/explained_variance_heldout`` compares with (NaN when the returns do not vary).
 
 Fields read from ``algo`` beyond the base ``Trainer``'s: ``gamma``, ``lam``, ``normalise``,
 ``std``, ``adv_eps``, ``dynamic_sampling``: its config schema :class:`GroupedValueConfig` (GRPO's
@@ -30,9 +33,11 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from algos.advantages import GROUPED_VALUE_NORMS, grouped_value_advantages, step_group_counts
+from algos.advantages import (GROUPED_VALUE_NORMS, discounted_returns, grouped_value_advantages,
+                              held_out_state_values, step_group_counts)
 from algos.configs import ConfigError, check_choice
 from algos.grpo import GrpoConfig
+from algos.metrics import explained_variance
 from algos.registry import register
 from algos.steps import StepInputs, StepTrainer
 
@@ -64,7 +69,10 @@ def grouped_value_estimator(steps: StepInputs, algo) -> tuple[Tensor, dict]:
     n_groups, sizes = step_group_counts(steps.group_ids, steps.mask, steps.anchors)
     real = int(steps.mask.sum())
     hits = int(((sizes >= 2) & steps.mask).sum())
-    return adv, {"train/step_groups": n_groups, "train/anchor_hit_rate": hits / real if real else 0.0}
+    returns = discounted_returns(steps.rewards, steps.terminated, steps.truncated, gamma=algo.gamma, mask=steps.mask)
+    held_out, defined = held_out_state_values(returns, steps.mask, steps.group_ids, steps.anchors)
+    return adv, {"train/step_groups": n_groups, "train/anchor_hit_rate": hits / real if real else 0.0,
+                 "train/state_value_ev_heldout": explained_variance(held_out, returns, defined)}
 
 
 __all__ = ["GroupedValueConfig", "grouped_value_estimator"]

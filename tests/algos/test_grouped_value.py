@@ -154,3 +154,59 @@ def test_matches_the_loop_reference(data, gamma, lam):
                                            torch.tensor(trunc), gamma=gamma, lam=lam)
     torch.testing.assert_close(values, torch.tensor(want_v, dtype=torch.float64), rtol=1e-9, atol=1e-9)
     torch.testing.assert_close(adv, torch.tensor(want_adv, dtype=torch.float64), rtol=1e-9, atol=1e-9)
+
+
+def test_held_out_values_leave_the_trajectory_out():
+    from algos.advantages import held_out_state_values
+    from algos.metrics import explained_variance
+
+    # returns-to-go [1, 1], [0, 0], [1, 1]; states [5, 6], [5, 7], [5, 6], one group.
+    # (0, 0): state 5 seen by the others with G 0 and 1 -> 0.5; (0, 1): state 6 by rollout 2 -> 1;
+    # (1, 0): state 5 by the others, 1 and 1 -> 1; (1, 1): state 7 only its own -> the others' mean
+    # return (1 + 1) / 2 = 1; rollout 2 as rollout 0
+    g = torch.tensor([[1.0, 1.0], [0.0, 0.0], [1.0, 1.0]])
+    mask = torch.ones(3, 2, dtype=torch.bool)
+    anchors = torch.tensor([[5, 6], [5, 7], [5, 6]])
+    held, defined = held_out_state_values(g, mask, torch.tensor([0, 0, 0]), anchors)
+    torch.testing.assert_close(held, torch.tensor([[0.5, 1.0], [1.0, 1.0], [0.5, 1.0]]))
+    assert bool(defined.all())
+    # EV = 1 - Var(G - V) / Var(G): residuals [0.5, 0, -1, -1, 0.5, 0], mean -1/6, population
+    # variance (4/9 + 1/36 + 25/36 + 25/36 + 4/9 + 1/36) / 6 = 7/18; Var(G) = 2/9 -> 1 - 7/4 = -0.75
+    assert explained_variance(held, g, defined) == pytest.approx(-0.75)
+    # a group of one has no other member: nothing defined
+    _, alone = held_out_state_values(g[:1], mask[:1], torch.tensor([3]), anchors[:1])
+    assert not bool(alone.any())
+
+
+def held_out_reference(g, mask, groups, anchors):
+    n, s = len(g), len(g[0])
+    values = [[0.0] * s for _ in range(n)]
+    defined = [[False] * s for _ in range(n)]
+    for i in range(n):
+        others = [j for j in range(n) if j != i and groups[j] == groups[i]]
+        for k in range(s):
+            if not mask[i][k] or not others:
+                continue
+            seen = [g[j][q] for j in others for q in range(s) if mask[j][q] and anchors[j][q] == anchors[i][k]]
+            values[i][k] = sum(seen) / len(seen) if seen else sum(g[j][0] for j in others) / len(others)
+            defined[i][k] = True
+    return values, defined
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_held_out_values_match_the_loop_reference(data):
+    from algos.advantages import held_out_state_values
+
+    n, s = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 4))
+    lengths = [data.draw(st.integers(1, s)) for _ in range(n)]
+    groups = [data.draw(st.integers(0, 2)) for _ in range(n)]
+    g = [[data.draw(st.sampled_from([0.0, 0.5, 1.0, 2.0])) for _ in range(s)] for _ in range(n)]
+    anchors = [[data.draw(st.integers(0, 3)) for _ in range(s)] for _ in range(n)]
+    mask = [[k < lengths[i] for k in range(s)] for i in range(n)]
+    g = [[g[i][k] if mask[i][k] else 0.0 for k in range(s)] for i in range(n)]
+    want, want_defined = held_out_reference(g, mask, groups, anchors)
+    held, defined = held_out_state_values(torch.tensor(g, dtype=torch.float64), torch.tensor(mask),
+                                          torch.tensor(groups), torch.tensor(anchors))
+    assert defined.tolist() == want_defined
+    torch.testing.assert_close(held, torch.tensor(want, dtype=torch.float64), rtol=1e-9, atol=1e-9)

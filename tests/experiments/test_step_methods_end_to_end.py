@@ -41,6 +41,8 @@ def test_step_method_trains_end_to_end(tmp_path, algo, env):
         # the envs emit info["state_key"]: the reset state is shared by every member of a group,
         # so step groups exist (4 groups' reset steps at least) and the hit rate is above 0
         assert all(r["train/step_groups"] >= 4 and 0.0 < r["train/anchor_hit_rate"] <= 1.0 for r in rows)
+    if algo == "grouped_value":  # the held-out value quality is logged every update (null: constant returns)
+        assert all("train/state_value_ev_heldout" in r for r in rows)
     if algo == "grpo_process":
         # outcome rewards only (both envs' default): the scored steps are the last turns alone
         assert all(0.0 < r["train/scored_step_frac"] <= 1.0 for r in rows)
