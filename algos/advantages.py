@@ -281,11 +281,41 @@ def step_group_counts(group_ids: Tensor, step_mask: Tensor, anchor_ids: Tensor) 
     return int((counts >= 2).sum()), sizes
 
 
-def _group_mean_return(returns: Tensor, group_index: Tensor, n_groups: int) -> Tensor:
-    """[N]: the mean over each trajectory's group of the returns ``returns[:, 0]`` (0 without steps)."""
+def _group_return_totals(returns: Tensor, group_index: Tensor, n_groups: int) -> tuple[Tensor, Tensor]:
+    """``(members [N], total [N])``: the size of each trajectory's group and the sum of its members'
+    returns ``returns[:, 0]`` (0 for a trajectory without steps)."""
     first = returns[:, 0] if returns.shape[1] else torch.zeros(returns.shape[0], dtype=returns.dtype)
-    counts = torch.zeros(n_groups, dtype=returns.dtype).index_add_(0, group_index, torch.ones_like(first))
-    return (torch.zeros(n_groups, dtype=returns.dtype).index_add_(0, group_index, first) / counts)[group_index]
+    members = torch.zeros(n_groups, dtype=returns.dtype).index_add_(0, group_index, torch.ones_like(first))
+    total = torch.zeros(n_groups, dtype=returns.dtype).index_add_(0, group_index, first)
+    return members[group_index], total[group_index]
+
+
+def _visit_totals(returns: Tensor, mask: Tensor, owner: Tensor, anchor_ids: Tensor) -> tuple[Tensor, Tensor]:
+    """``(count, total)`` per masked step (row-major): how many masked steps share its
+    ``(owner, anchor)`` and the sum of their returns-to-go; ``owner`` [N] is each row's group index
+    (visits in the group) or its row (the trajectory's own visits)."""
+    rows = torch.arange(mask.shape[0])[:, None].expand_as(mask)
+    pairs = torch.stack([owner[rows[mask]], anchor_ids[mask].to(torch.int64)], dim=1)
+    if not pairs.shape[0]:
+        empty = torch.zeros(0, dtype=returns.dtype)
+        return empty, empty
+    _, visit = torch.unique(pairs, dim=0, return_inverse=True)
+    k = int(visit.max()) + 1
+    own = returns[mask]
+    count = torch.zeros(k, dtype=returns.dtype).index_add_(0, visit, torch.ones_like(own))
+    total = torch.zeros(k, dtype=returns.dtype).index_add_(0, visit, own)
+    return count[visit], total[visit]
+
+
+def _check_values_inputs(step_returns: Tensor, step_mask: Tensor, group_ids: Tensor, anchor_ids: Tensor):
+    """``(returns [N, S], mask [N, S], group index [N], number of groups)``, or a one-line ``ValueError``."""
+    n = step_returns.shape[0] if isinstance(step_returns, Tensor) and step_returns.dim() else -1
+    ret, mask = _check_steps(step_returns, step_mask, n, "step_returns")
+    group_index, n_groups = _group_index(group_ids, n)
+    if not isinstance(anchor_ids, Tensor) or anchor_ids.shape != ret.shape:
+        got = tuple(anchor_ids.shape) if isinstance(anchor_ids, Tensor) else type(anchor_ids).__name__
+        raise ValueError(f"anchor_ids has shape {got}, expected {tuple(ret.shape)}")
+    return ret, mask, group_index, n_groups
 
 
 def grouped_state_values(step_returns: Tensor, step_mask: Tensor, group_ids: Tensor, anchor_ids: Tensor) -> Tensor:
@@ -300,19 +330,11 @@ def grouped_state_values(step_returns: Tensor, step_mask: Tensor, group_ids: Ten
     [N, S] bool (or 0/1; each row's steps first, padding after), ``group_ids`` [N] integer,
     ``anchor_ids`` [N, S] integer. Returns [N, S]; unmasked steps 0.
     """
-    n = step_returns.shape[0] if isinstance(step_returns, Tensor) and step_returns.dim() else -1
-    ret, mask = _check_steps(step_returns, step_mask, n, "step_returns")
-    group_index, n_groups = _group_index(group_ids, n)
-    if anchor_ids.shape != ret.shape:
-        raise ValueError(f"anchor_ids has shape {tuple(anchor_ids.shape)}, expected {tuple(ret.shape)}")
-    values = _group_mean_return(ret, group_index, n_groups)[:, None].expand_as(ret).clone()
-    rows = torch.arange(n)[:, None].expand_as(mask)
-    pairs = torch.stack([group_index[rows[mask]], anchor_ids[mask].to(torch.int64)], dim=1)
-    if pairs.shape[0]:
-        _, visit, visits = torch.unique(pairs, dim=0, return_inverse=True, return_counts=True)
-        sums = torch.zeros(visits.shape[0], dtype=ret.dtype).index_add_(0, visit, ret[mask])
-        recurring = visits[visit] >= 2
-        values[mask] = torch.where(recurring, sums[visit] / visits[visit].to(ret.dtype), values[mask])
+    ret, mask, group_index, n_groups = _check_values_inputs(step_returns, step_mask, group_ids, anchor_ids)
+    members, total = _group_return_totals(ret, group_index, n_groups)
+    values = (total / members)[:, None].expand_as(ret).clone()
+    count, visits_total = _visit_totals(ret, mask, group_index, anchor_ids)
+    values[mask] = torch.where(count >= 2, visits_total / count.clamp(min=1), values[mask])
     return torch.where(mask, values, torch.zeros_like(values))
 
 
@@ -327,28 +349,15 @@ def held_out_state_values(step_returns: Tensor, step_mask: Tensor, group_ids: Te
     Visits and ``G`` as in :func:`grouped_state_values`; ``defined`` marks the masked steps whose
     trajectory has another member in its group. Unmasked or undefined entries are 0.
     """
-    n = step_returns.shape[0] if isinstance(step_returns, Tensor) and step_returns.dim() else -1
-    ret, mask = _check_steps(step_returns, step_mask, n, "step_returns")
-    group_index, n_groups = _group_index(group_ids, n)
-    first = ret[:, 0] if ret.shape[1] else torch.zeros(n, dtype=ret.dtype)
-    members = torch.zeros(n_groups, dtype=ret.dtype).index_add_(0, group_index, torch.ones_like(first))
-    totals = torch.zeros(n_groups, dtype=ret.dtype).index_add_(0, group_index, first)
-    others = (members[group_index] - 1).clamp(min=1)
-    fallback = (totals[group_index] - first) / others  # mean return of the other members
-    values = fallback[:, None].expand_as(ret).clone()
-    rows = torch.arange(n)[:, None].expand_as(mask)
-    if mask.any():
-        g, a, own = group_index[rows[mask]], anchor_ids[mask].to(torch.int64), ret[mask]
-        _, visit = torch.unique(torch.stack([g, a], dim=1), dim=0, return_inverse=True)
-        _, mine = torch.unique(torch.stack([rows[mask], a], dim=1), dim=0, return_inverse=True)
-        k = int(visit.max()) + 1
-        count = torch.zeros(k, dtype=ret.dtype).index_add_(0, visit, torch.ones_like(own))
-        total = torch.zeros(k, dtype=ret.dtype).index_add_(0, visit, own)
-        own_count = torch.zeros(int(mine.max()) + 1, dtype=ret.dtype).index_add_(0, mine, torch.ones_like(own))
-        own_total = torch.zeros(int(mine.max()) + 1, dtype=ret.dtype).index_add_(0, mine, own)
-        rest = count[visit] - own_count[mine]  # visits of the state by the other members
-        values[mask] = torch.where(rest > 0, (total[visit] - own_total[mine]) / rest.clamp(min=1), values[mask])
-    defined = mask & (members[group_index] >= 2)[:, None]
+    ret, mask, group_index, n_groups = _check_values_inputs(step_returns, step_mask, group_ids, anchor_ids)
+    members, total = _group_return_totals(ret, group_index, n_groups)
+    first = ret[:, 0] if ret.shape[1] else torch.zeros(ret.shape[0], dtype=ret.dtype)
+    values = ((total - first) / (members - 1).clamp(min=1))[:, None].expand_as(ret).clone()
+    count, visits_total = _visit_totals(ret, mask, group_index, anchor_ids)
+    own_count, own_total = _visit_totals(ret, mask, torch.arange(ret.shape[0]), anchor_ids)
+    rest = count - own_count  # visits of the state by the other members
+    values[mask] = torch.where(rest > 0, (visits_total - own_total) / rest.clamp(min=1), values[mask])
+    defined = mask & (members >= 2)[:, None]
     return torch.where(defined, values, torch.zeros_like(values)), defined
 
 
@@ -392,7 +401,8 @@ def grouped_value_advantages(
     returns = discounted_returns(r, term, trunc, gamma=gamma, mask=mask)
     values = grouped_state_values(returns, mask, group_ids, anchor_ids)
     n = r.shape[0]
-    fallback = _group_mean_return(returns, *_group_index(group_ids, n))
+    members, total = _group_return_totals(returns, *_group_index(group_ids, n))
+    fallback = total / members
     next_values = torch.zeros_like(values)
     next_values[:, :-1] = values[:, 1:]
     next_values = torch.where(trunc, fallback[:, None].expand_as(values), next_values)

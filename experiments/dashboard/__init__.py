@@ -9,8 +9,8 @@ question, each panel a line per method (runs grouped by ``algo.name``, seeds ave
 their standard error) and only keys some run of the sweep logged (:data:`SECTIONS`):
 
 - **Comparison**: held-out success (``eval/success``) against each compute counter the runs log
-  (rollouts, generated tokens, tool seconds, train FLOPs, wall seconds), and the start model's
-  success as a scalar beside them;
+  (``COMPUTE_AXES``: rollouts, generated and observation tokens, tool seconds, train FLOPs, wall
+  seconds), and the start model's success as a scalar beside them;
 - **Training diagnostics**: the mixed-group rate, all-0 / all-1 groups, the critic's held-out
   explained variance, the loss-weight shift, KL and the clip fraction, against rollouts;
 - **Cost**: generated and observation tokens, tool seconds, train FLOPs and wall seconds against
@@ -37,16 +37,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from experiments.report.keys import STOP_PREFIX
 from experiments.report.load import Run, config_get, load_runs
+from experiments.runfiles.axes import COMPUTE_AXES
 from experiments.runtime.loggers import WANDB_PROJECT as DEFAULT_PROJECT
 
 #: the entity of an offline spec (the project is the runs' own, ``experiments.runtime.loggers``)
 OFFLINE_ENTITY = "offline"
 SPEC_DIR = "dashboard"
-X_AXES = ("compute/rollouts", "compute/generated_tokens", "compute/tool_seconds", "compute/train_flops",
-          "compute/wall_seconds")
 TRANSCRIPTS_KEY = "eval/transcripts"
-STOP_PREFIX = "rollout/stop/"
 
 
 @dataclass(frozen=True)
@@ -60,7 +59,7 @@ class PanelPlan:
 
 #: (section, panels): the keys each section plots; a panel keeps only the keys some run logged
 SECTIONS: tuple[tuple[str, tuple[PanelPlan, ...]], ...] = (
-    ("Comparison", tuple(PanelPlan(f"held-out success vs {x.split('/')[1]}", x, ("eval/success",)) for x in X_AXES)),
+    ("Comparison", tuple(PanelPlan(f"held-out success vs {x.split('/')[1]}", x, ("eval/success",)) for x in COMPUTE_AXES)),
     ("Training diagnostics", (
         PanelPlan("mixed-group rate", "compute/rollouts", ("rollout/mixed_group_rate",)),
         PanelPlan("groups without contrast", "compute/rollouts", ("rollout/all_zero_rate", "rollout/all_one_rate")),

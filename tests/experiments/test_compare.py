@@ -15,6 +15,7 @@ import yaml
 
 from entry import run_entry
 from experiments.compare.job import PRESETS, sweep_command
+from experiments.runfiles.axes import COMPUTE_AXES
 from wandb_records import offline_run_contents
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -98,14 +99,12 @@ def test_compare_tiny_end_to_end(tmp_path):
         assert c["metrics"]["rollout/*"] == "compute/rollouts" and c["exit_code"] == 0
     # Every x-axis usable: each history row that plots a key (eval/, rollout/, train/, critic/)
     # holds every compute counter too (W&B samples a non-Step x-axis only from the same log call)
-    counters = ("compute/rollouts", "compute/generated_tokens", "compute/tool_seconds", "compute/train_flops",
-                "compute/wall_seconds")
     for r in runs:
         (wdir,) = (sweep / r / "wandb").glob("offline-run-*")
         rows = [h for h in offline_run_contents(wdir)["history"]
                 if any(k.startswith(("eval/", "rollout/", "train/", "critic/")) and not k.startswith("eval/transcripts")
                        for k in h)]
-        assert rows and all(all(c in h for c in counters) for h in rows), r
+        assert rows and all(all(c in h for c in COMPUTE_AXES) for h in rows), r
     # The W&B dashboard specs, written offline at the end of the sweep (experiments.dashboard)
     assert (sweep / "dashboard" / "workspace.json").is_file() and (sweep / "dashboard" / "report.json").is_file()
     assert "W&B dashboard specs:" in out.stderr

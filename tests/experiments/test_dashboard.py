@@ -11,6 +11,7 @@ import yaml
 from experiments import dashboard as D
 from experiments.dashboard import __main__ as cli
 from experiments.report.load import load_runs
+from experiments.runfiles.axes import COMPUTE_AXES
 from report_fixtures import make_sweep
 
 pytest.importorskip("wandb_workspaces")
@@ -28,9 +29,9 @@ def sweep_in(tmp_path):
 def test_the_plan_plots_only_keys_the_runs_logged(tmp_path):
     runs = load_runs(sweep_in(tmp_path))
     sections = dict(D.plan(runs))
-    # every fixture metrics line holds the five counters: five comparison panels; no KL or clip
+    # every fixture metrics line holds the six counters: six comparison panels; no KL or clip
     # fraction is logged, so that panel is gone
-    assert [p.x for p in sections["Comparison"]] == list(D.X_AXES)
+    assert [p.x for p in sections["Comparison"]] == list(COMPUTE_AXES)
     assert "KL and clip fraction" not in [p.title for p in sections["Training diagnostics"]]
     (stops,) = sections["Stop reasons"]
     assert stops.y == ("rollout/stop/max_turns", "rollout/stop/submitted_failed", "rollout/stop/submitted_resolved")
