@@ -20,7 +20,8 @@ worker processes: that one runs as a subprocess (``sys.executable``).
   the ``--methods`` example runs at ``--tiny`` in tests/experiments/test_compare_methods.py,
   ``--preset pairfix`` in tests/experiments/test_compare_pairfix.py, ``--horizons`` in
   tests/experiments/test_compare_horizons.py, which also runs ``experiments.report.horizons`` on
-  fixture sweeps); ``experiments.report.ablation``: run on fixture sweeps by
+  fixture sweeps, ``--check-probs`` (the map) in tests/experiments/test_compare_map.py, and
+  ``experiments.report.map`` on fixture cells in tests/experiments/test_report_map.py); ``experiments.report.ablation``: run on fixture sweeps by
   tests/experiments/test_report_ablation.py;
 - ``experiments.warmstart``: ``experiment=tiny`` (and the tiny compression budget);
   ``experiments.calibrate``: ``--episodes 5`` (in place of any ``--episodes N``; without the band
@@ -31,6 +32,7 @@ worker processes: that one runs as a subprocess (``sys.executable``).
   tests/experiments/test_value_ceiling.py;
 - ``experiments.bench envs``: ``--steps 300 --repeats 1``; ``experiments.bench train``: ``--quick``;
   ``experiments.bench hf``: 2 rows, 4 new tokens, 2 turns of 2 tokens, 1 repeat;
+  ``experiments.bench gpu``: its dry run by tests/experiments/test_bench_gpu.py;
 - ``experiments.hf_tiny``: as written (seconds); a run with ``policy.path=models/hf-tiny``: run at
   tiny scale on a model built by tests/experiments/test_hf_policy.py;
 - the plain ``experiments.compare`` (``make demo``) and ``experiments.report runs/compare/<sweep>``:
@@ -128,6 +130,9 @@ def tiny_case(cmd: str) -> Case:
         return Case(exe + args, covered_by="tests/experiments/test_hf_policy.py")
     if module == "experiments.hf_tiny":
         return Case(exe + args, env)
+    if module == "experiments.bench" and args[:1] == ["gpu"]:
+        # the GPU call: its CUDA-less dry run (the whole script, 2 blocks) by its own test
+        return Case(exe + args, covered_by="tests/experiments/test_bench_gpu.py")
     if module == "experiments.bench" and args == ["hf"]:
         return Case(exe + args + ["--rows", "2", "--new", "4", "--turns", "2", "--action", "2", "--repeats", "1"], env)
     if module == "experiments.train" and "-m" in args:
@@ -150,6 +155,11 @@ def tiny_case(cmd: str) -> Case:
     if module == "experiments.compare" and args == ["--preset", "horizon", "--methods", "grpo,gigpo"]:
         # the --methods example: run at --tiny (4 decisions) by its own end-to-end test (one sweep, not two)
         return Case(exe + args, covered_by="tests/experiments/test_compare_methods.py")
+    if module == "experiments.compare" and "--check-probs" in args:
+        # one sweep per (horizon, check_prob) cell, each cell's EV*, then map.md: at --tiny by its own test
+        return Case(exe + args, covered_by="tests/experiments/test_compare_map.py")
+    if module == "experiments.report.map":
+        return Case(exe + args, covered_by="tests/experiments/test_report_map.py")
     if module == "experiments.compare" and "--horizons" in args:
         # one sweep per horizon: run at --tiny (two horizons, two methods) by its own end-to-end test
         return Case(exe + args, covered_by="tests/experiments/test_compare_horizons.py")

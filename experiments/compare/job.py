@@ -8,6 +8,7 @@
     python -m experiments.compare --preset horizon --launcher ray
     python -m experiments.compare --preset pairfix      # two agents: PPO_CTDE - PPO_INDEPENDENT
     python -m experiments.compare --preset horizon --horizons 8,32,64    # one sweep per horizon + horizons.md
+    python -m experiments.compare --preset horizon --horizons 8,32,64 --check-probs 0,0.5,1   # the map + map.md
     python -m experiments.compare --seeds 0,1 -- budget.amount=512 eval.tasks=8   # extra overrides
     python -m experiments.compare --tiny                # seconds: seed 0, tiny model/budget (a smoke test)
                                                         #   (jobs one after another: Hydra's basic launcher)
@@ -71,6 +72,8 @@ from omegaconf import OmegaConf
 import envs
 from algos.registry import TrainerTraits, load_builtin_trainers, trainer_traits
 from experiments.compare.horizons import HorizonError, horizon_dir, horizon_overrides, parse_horizons, run_horizons
+from experiments.compare.map import (TINY_CEILING_ARGS, MapError, cell_dir, check_prob_override, map_cells, parse_check_probs, render_map,
+                                     run_ceiling, run_map)
 from experiments.report import DIAG_COLUMNS, ReportError, diagnostics_table, group_runs, render_report, report_tables
 from experiments.runtime.loggers import make_logger
 
@@ -497,6 +500,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--horizons", default=None,
                    help="--preset horizon only: comma-separated decisions per episode (e.g. 8,32,128): one sweep per "
                         "horizon in SWEEP_DIR/n<h>, then horizons.md / horizons.png (experiments/compare/horizons.py)")
+    p.add_argument("--check-probs", default=None,
+                   help="with --horizons: comma-separated env.kwargs.check_prob values (e.g. 0,0.5,1): one sweep per "
+                        "(horizon, check_prob) cell in SWEEP_DIR/p<p>/n<h>, each cell's EV*, then map.md and the heat "
+                        "maps (experiments/compare/map.py)")
     p.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run (after --)")
     return p.parse_args(argv)
 
@@ -508,7 +515,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_methods(methods, args.preset, args.overrides)
         tiny = tiny_overrides(args.preset, args.overrides) if args.tiny else ()
         horizons = parse_horizons(args.horizons, args.preset) if args.horizons else ()
-    except (MethodError, HorizonError) as e:
+        check_probs = parse_check_probs(args.check_probs, horizons) if args.check_probs is not None else ()
+    except (MethodError, HorizonError, MapError) as e:
         print(f"compare: {e}", file=sys.stderr)
         return 2
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else ([0] if args.tiny else None)
@@ -519,9 +527,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not horizons:
         return sweep_and_report(args, methods, seeds, sweep_dir, group, launcher, overrides)
 
-    def one_horizon(sub: Path, h: int) -> int:
+    def one_horizon(sub: Path, h: int, *cell: str) -> int:
         extra = horizon_overrides(h, args.overrides, args.tiny)
-        return sweep_and_report(args, methods, seeds, sub, group, launcher, [*overrides, *extra])
+        return sweep_and_report(args, methods, seeds, sub, group, launcher, [*overrides, *cell, *extra])
+    if check_probs:
+        cells = map_cells(horizons, check_probs)
+        if args.dry_run:
+            return max(one_horizon(cell_dir(sweep_dir, p, h), h, check_prob_override(p)) for h, p in cells)
+        ceiling_args = TINY_CEILING_ARGS if args.tiny else ()
+        code = run_map(cells, sweep_dir, lambda sub, h, p: one_horizon(sub, h, check_prob_override(p)),
+                       lambda sub: run_ceiling(sub, ceiling_args))
+        return code or render_map(sweep_dir, methods)
     if args.dry_run:
         return max(one_horizon(horizon_dir(sweep_dir, h), h) for h in horizons)
     return run_horizons(horizons, sweep_dir, one_horizon, methods, args.logger, group)
