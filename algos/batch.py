@@ -258,13 +258,28 @@ def collate(trajectories: list[Trajectory], pad_id: int = 0) -> Batch:
 SLICE_OVERHEAD_POSITIONS = 128
 
 
+#: the shortest common prefix (ids) worth computing once for several rows (the HF policy's
+#: sampling and training forward, the trainer's token budget)
+MIN_SHARED_PREFIX = 16
+
+
+def common_prefix_length(tokens: torch.Tensor, n: torch.Tensor) -> int:
+    """The longest ``p`` with ``tokens[:, :p]`` equal in every row, below every row's ``n`` (each
+    row keeps at least one id of its own: its logits come from its last id)."""
+    limit = min(int(n.min()) - 1, tokens.shape[1])
+    if limit <= 0:
+        return 0
+    same = (tokens[:, :limit] == tokens[:1, :limit]).all(0)
+    return limit if bool(same.all()) else int(torch.nonzero(~same)[0])
+
+
 def row_lengths(batch: "Batch") -> torch.Tensor:
     """``[R]`` long: real (non-pad) tokens of each row (rows are right-padded)."""
     return batch.valid.sum(1)
 
 
 def length_buckets(lengths: torch.Tensor, max_rows: int,
-                   overhead: int = SLICE_OVERHEAD_POSITIONS) -> list[torch.Tensor]:
+                   overhead: int = SLICE_OVERHEAD_POSITIONS, max_tokens: int | None = None) -> list[torch.Tensor]:
     """Partition rows ``0..n-1`` (``lengths [n]``) into slices of near-equal length.
 
     Each slice is forwarded as ``[len(slice), max(lengths[slice])]`` (right-padded, trimmed to its
@@ -274,11 +289,16 @@ def length_buckets(lengths: torch.Tensor, max_rows: int,
 
         C(j) = min_{j - max_rows <= i < j}  C(i) + overhead + (j - i) * l_(j)     (l sorted ascending)
 
-    Returns the slices as index tensors (ascending length inside a slice, shortest slice first).
-    Deterministic: depends only on ``lengths``, ``max_rows`` and ``overhead``. Raises
-    ``ValueError`` for ``max_rows < 1``."""
+    ``max_tokens`` (a token budget, like verl's ``ppo_max_token_len_per_gpu``) also bounds a
+    slice's padded positions, ``(j - i) * l_(j) <= max_tokens``; a row longer than the budget is a
+    slice of its own (one row cannot be split). Returns the slices as index tensors (ascending
+    length inside a slice, shortest slice first). Deterministic: depends only on ``lengths``,
+    ``max_rows``, ``overhead`` and ``max_tokens``. Raises ``ValueError`` for ``max_rows < 1`` or
+    ``max_tokens < 1``."""
     if max_rows < 1:
         raise ValueError(f"max_rows={max_rows} must be >= 1")
+    if max_tokens is not None and max_tokens < 1:
+        raise ValueError(f"max_tokens={max_tokens} invalid; allowed: an int >= 1 or None (no token budget)")
     n = int(lengths.numel())
     if n == 0:
         return []
@@ -289,6 +309,8 @@ def length_buckets(lengths: torch.Tensor, max_rows: int,
     for j in range(1, n + 1):
         lj = ls[j - 1]
         for i in range(max(0, j - max_rows), j):
+            if max_tokens is not None and j - i > 1 and (j - i) * lj > max_tokens:
+                continue
             cost = best[i] + overhead + (j - i) * lj
             if best[j] is None or cost < best[j]:
                 best[j], cut[j] = cost, i
@@ -337,5 +359,7 @@ __all__ = [
     "action_layout",
     "collate",
     "length_buckets",
+    "MIN_SHARED_PREFIX",
+    "common_prefix_length",
     "row_lengths",
 ]

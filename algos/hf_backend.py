@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from algos.batch import MIN_SHARED_PREFIX, common_prefix_length
 from algos.shape import PolicyShape
 
 DUMMY_USER, DUMMY_ASSISTANT = "u", "a"
@@ -219,14 +220,25 @@ class RowCache:
     id the row was fed), ``lengths`` (ids fed per row since its reset: the next id's position).
     Columns are appended for all rows at once, so a row holds holes (masked out) where another row
     fed more ids or it fed none; ``compact`` packs every row's valid columns to the left when holes
-    dominate. ``reset_rows`` empties rows (their columns become holes)."""
+    dominate. ``reset_rows`` empties rows (their columns become holes).
 
-    def __init__(self, rows: int) -> None:
+    ``share_prefix``: the first time at least two empty rows are fed ids that begin alike (at least
+    :data:`MIN_SHARED_PREFIX` ids, e.g. the system prompt and a group's first observation), the
+    keys and values of that common prefix are computed once (one row) and kept; every empty row
+    whose ids begin with it, then or later in the batch, gets them copied in, and only the rest of
+    its ids is fed. Attention sees the same keys and values at the same positions: the numbers
+    equal the unshared path's up to float summation order."""
+
+    def __init__(self, rows: int, share_prefix: bool = True) -> None:
         from transformers.cache_utils import Cache
 
         self.hf = Cache(layer_class_to_replicate=_grow_layer_class())
         self.valid = torch.zeros(rows, 0, dtype=torch.bool)
         self.lengths = torch.zeros(rows, dtype=torch.long)
+        # the shared prefix (HFPolicy.step_last): its ids [P] and per layer keys / values [1, heads, P, d]
+        self.share_prefix = share_prefix
+        self.prefix_ids: torch.Tensor | None = None
+        self.prefix_kv: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     def reset_rows(self, rows) -> None:
         for b in rows:
@@ -256,6 +268,10 @@ class HFPolicy(nn.Module):
     ``lm``: the causal LM (a ``peft`` model when LoRA adapters are attached: the trunk and head are
     then its base model's, with the adapters inside); ``value_head``: a zero-initialised
     ``Linear(hidden, 1)`` on the last hidden state (PPO)."""
+
+    #: sampling and the training forward compute the ids rows begin with once (``RowCache``,
+    #: ``_hidden``; ``policy.shared_prefix``)
+    share_prefix: bool = True
 
     def __init__(self, lm, layout: ChatLayout, value_head: bool = False) -> None:
         super().__init__()
@@ -290,7 +306,26 @@ class HFPolicy(nn.Module):
         return self.causal.device
 
     def _hidden(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.causal.base_model(input_ids=tokens.to(self.device), use_cache=False).last_hidden_state
+        """The last hidden states ``[B, T, H]`` of right-padded ``tokens``. With ``share_prefix``,
+        the ids every row begins with (at least :data:`MIN_SHARED_PREFIX`) are computed once
+        (one row) and the rows attend to its keys and values: the same numbers up to float
+        summation order, gradients flowing through the shared part once per row."""
+        tokens = tokens.to(self.device)
+        p = common_prefix_length(tokens, torch.full((tokens.shape[0],), tokens.shape[1])) if (
+            self.share_prefix and tokens.shape[0] > 1) else 0
+        if p < MIN_SHARED_PREFIX:
+            return self.causal.base_model(input_ids=tokens, use_cache=False).last_hidden_state
+        from transformers.cache_utils import DynamicCache
+
+        base, rows = self.causal.base_model, tokens.shape[0]
+        prefix = DynamicCache()
+        head = base(input_ids=tokens[:1, :p], use_cache=True, **{self._cache_arg: prefix}).last_hidden_state
+        shared = DynamicCache()
+        for i, layer in enumerate(prefix.layers):
+            shared.update(layer.keys.expand(rows, -1, -1, -1), layer.values.expand(rows, -1, -1, -1), i)
+        pos = torch.arange(p, tokens.shape[1], device=tokens.device)[None].expand(rows, -1)
+        tail = base(input_ids=tokens[:, p:], position_ids=pos, use_cache=True, **{self._cache_arg: shared}).last_hidden_state
+        return torch.cat([head.expand(rows, -1, -1), tail], dim=1)
 
     # ----- trainer ----------------------------------------------------------------------------
     def forward(self, tokens: torch.Tensor, detach_value: bool = False):
@@ -331,7 +366,46 @@ class HFPolicy(nn.Module):
 
     # ----- sampling (PolicyBackend) -----------------------------------------------------------
     def new_cache(self, rows: int) -> RowCache:
-        return RowCache(rows)
+        return RowCache(rows, share_prefix=self.share_prefix)
+
+    def _prefix_kv(self, ids: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer the keys and values ``[1, heads, P, d]`` of ``ids [P]`` at positions 0..P-1."""
+        from transformers.cache_utils import DynamicCache
+
+        tmp = DynamicCache()
+        self.causal.base_model(input_ids=ids[None].to(self.device), use_cache=True, **{self._cache_arg: tmp})
+        return [(layer.keys, layer.values) for layer in tmp.layers]
+
+    def _feed_shared_prefix(self, cache: RowCache, tokens: torch.Tensor, n: torch.Tensor):
+        """Copy the cache's shared prefix into the empty rows whose new ids begin with it (finding
+        it first, when two or more empty rows are fed); returns the ids and counts left to feed."""
+        fresh = (cache.lengths == 0) & (n > 0)
+        if cache.prefix_ids is None:
+            rows = torch.nonzero(fresh).flatten()
+            if len(rows) < 2:
+                return tokens, n
+            p = common_prefix_length(tokens[rows], n[rows])
+            if p < MIN_SHARED_PREFIX:
+                return tokens, n
+            cache.prefix_ids = tokens[rows[0], :p].clone()
+            cache.prefix_kv = self._prefix_kv(cache.prefix_ids)
+        p = len(cache.prefix_ids)
+        if tokens.shape[1] <= p:
+            return tokens, n
+        use = fresh & (n > p) & (tokens[:, :p] == cache.prefix_ids[None]).all(1)
+        if not bool(use.any()):
+            return tokens, n
+        dev_use = use.to(self.device)
+        for i, (k, v) in enumerate(cache.prefix_kv):
+            keys = k.new_zeros(len(use), *k.shape[1:])
+            values = v.new_zeros(len(use), *v.shape[1:])
+            keys[dev_use], values[dev_use] = k[0], v[0]
+            cache.hf.update(keys, values, i)
+        cache.valid = torch.cat([cache.valid, use[:, None].expand(-1, p)], dim=1)
+        cache.lengths = torch.where(use, torch.full_like(cache.lengths, p), cache.lengths)
+        rest = tokens.clone()
+        rest[use, :tokens.shape[1] - p] = tokens[use, p:]
+        return rest, torch.where(use, n - p, n)
 
     @torch.no_grad()
     def step_last(self, cache: RowCache, tokens: torch.Tensor, n_new: torch.Tensor) -> torch.Tensor:
@@ -343,6 +417,8 @@ class HFPolicy(nn.Module):
         causal, dev = self.causal, self.device
         rows = tokens.shape[0]
         n = n_new.clamp(min=0)
+        if cache.share_prefix:
+            tokens, n = self._feed_shared_prefix(cache, tokens, n)
         width = max(int(n.max()), 1)
         cols = torch.arange(width)
         fed = cols[None, :] < n[:, None]  # [B, width]: real new ids

@@ -49,7 +49,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from algos.advantages import pick
-from algos.batch import Batch, Trajectory, collate, length_buckets, row_lengths
+from algos.batch import (MIN_SHARED_PREFIX, Batch, Trajectory, collate, common_prefix_length, length_buckets,
+                         row_lengths)
 from algos.compute import ComputeMeter, attention_flops
 from algos.losses import (
     OFF_POLICY_CORRECTIONS,
@@ -176,6 +177,10 @@ class Trainer:
 
     # take the old log-probs from epoch 0's forward when there is a single minibatch
     fuse_old_forward = False
+    # the most padded token positions one forward (and its backward) holds, besides
+    # ``algo.micro_batch_rows`` (None: rows only); the runtime sets ``policy.micro_batch_tokens`` here.
+    # It changes how the work is sliced, never the loss or the gradient.
+    micro_batch_tokens: int | None = None
 
     def __init__(
         self,
@@ -288,7 +293,7 @@ class Trainer:
         lengths = row_lengths(batch)
         # no-grad passes run on length buckets (rows of near-equal length, each trimmed to its own
         # longest row); the results are scattered back into [R, T] (0 on padding)
-        buckets = length_buckets(lengths, max(1, self.algo.micro_batch_rows))
+        buckets = self._buckets(batch.tokens, lengths, max(1, self.algo.micro_batch_rows))
         loss_mask = batch.action_mask.clone()
         want = loss_mask > 0
         value_at = value_positions(batch)
@@ -321,6 +326,17 @@ class Trainer:
                               old_values=old_values, old_logp_from_first_epoch=fuse, metrics=metrics)
         return batch, inputs
 
+    def _buckets(self, tokens: torch.Tensor, lengths: torch.Tensor, rows_cap: int) -> list[torch.Tensor]:
+        """Length buckets of the rows (at most ``rows_cap`` rows, ``micro_batch_tokens`` positions
+        each). A policy that computes the ids all rows begin with once (``share_prefix``) is
+        charged that prefix once per slice: the budget bounds ``p + rows * (longest - p)``."""
+        budget, shared = self.micro_batch_tokens, 0
+        if budget is not None and getattr(self.policy, "share_prefix", False):
+            shared = common_prefix_length(tokens, lengths)
+            shared = shared if shared >= MIN_SHARED_PREFIX else 0
+        return length_buckets(lengths - shared, rows_cap,
+                              max_tokens=None if budget is None else max(1, budget - shared))
+
     def optimize(self, batch: Batch, inputs: UpdateInputs, adv: Advantages) -> dict:
         """``algo.epochs`` passes over the rows in ``algo.minibatches`` optimizer steps each (rows
         shuffled per epoch, seeded by the update counter), each step accumulated over slices of
@@ -352,7 +368,7 @@ class Trainer:
                 self.optimizer.zero_grad(set_to_none=True)
                 # micro-batches: rows of near-equal length (at most ``micro`` rows each), each
                 # trimmed to its longest row; weights were computed on the whole optimizer batch
-                for idx in length_buckets(lengths[mb], micro):
+                for idx in self._buckets(batch.tokens[mb], lengths[mb], micro):
                     rows = mb[idx]
                     width = int(lengths[rows].max())
                     w = {k: v[idx, :width] for k, v in weights.items()}

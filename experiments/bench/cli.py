@@ -5,6 +5,7 @@ measured side by side in the same run.
     python -m experiments.bench train [...]          # experiments/bench/train.py
     python -m experiments.bench e2e --baseline DIR   # experiments/bench/e2e.py
     python -m experiments.bench hf [--device cuda]   # experiments/bench/hf.py
+    python -m experiments.bench gpu --model-config DIR --out DIR   # experiments/bench/gpu.py
 
 Subcommands live in ``SUBCOMMANDS`` (name -> help, argument adder, runner); adding one is one
 entry there. ``train``, ``e2e`` and ``hf`` are imported only when chosen (:func:`lazy`).
@@ -40,6 +41,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
                         lazy("experiments.bench.train", "add_arguments"), lazy("experiments.bench.train", "run")),
     "e2e": Subcommand("end-to-end training tokens/s, current tree vs a baseline tree (experiments/bench/e2e.py)",
                       lazy("experiments.bench.e2e", "add_arguments"), lazy("experiments.bench.e2e", "run")),
+    "gpu": Subcommand("the Hugging Face path on one GPU: SmolLM2's shape, random weights (experiments/bench/gpu.py)",
+                      lazy("experiments.bench.gpu", "add_arguments"), lazy("experiments.bench.gpu", "run")),
     "hf": Subcommand("Hugging Face policy: sampling and update tokens/s next to generate / re-encoding / TRL "
                      "(experiments/bench/hf.py)", lazy("experiments.bench.hf", "add_arguments"),
                      lazy("experiments.bench.hf", "run")),

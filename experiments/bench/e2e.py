@@ -301,7 +301,7 @@ def bench_bound(algo: str, cache_dir: Path, extra: list[str], repeats: int) -> d
         if critic is not None:
             critic.trunk.load_state_dict(policy.trunk.state_dict())
         trainer = make_trainer(c.algo.name, c.algo, policy, critic, None, c.rollout.temperature)
-        reqs = make_requests(c.algo.tasks_per_update, group, seed=rep, split="train", n_task_pool=c.env.train_tasks,
+        reqs = make_requests(c.algo.tasks_per_update, c.algo.group_size, seed=rep, split="train", n_task_pool=c.env.train_tasks,
                              rng=torch.Generator().manual_seed(rep))
         trajs = engine.collect(policy, reqs, generator=torch.Generator().manual_seed(rep))
         lengths = [len(s) for t in trajs for s in t.segments]

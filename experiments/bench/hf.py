@@ -18,7 +18,13 @@ side with the same model, prompts and lengths (median of ``--repeats``; ratios >
    training path derives for this model's tokenizer (``rollout.max_action_tokens`` null: the
    longest warm-start demo action in the tokenizer plus a margin, ``check_action_tokens``); the
    ``rollout`` row is that collection's rate (observation + generated ids per second).
-4. **Projection**: the main job's wall time on this model and CPU, computed (arithmetic, not a
+4. **Shared prefix**: ``shared_rollout``: the same collection on the main job's reading tasks with
+   the env's instructions as the system message (as ``policy=smollm2``), with shared-prefix
+   sampling (``HFPolicy.share_prefix``: the ids fresh rows share at their start computed once)
+   next to every row prefilling its whole prompt, in (observation + generated) ids per second;
+   ``shared_update``: one GRPO update (LoRA r=8, ``policy=smollm2``'s ``micro_batch_tokens``) on
+   those rollouts with the shared-prefix training forward next to the unshared one. Targets >= 2x.
+5. **Projection**: the main job's wall time on this model and CPU, computed (arithmetic, not a
    measurement) from the measured ``rollout`` and ``grpo_update`` rates: per run, the main job's
    rollout budget (``budget.amount`` of the default compare preset) times ``--gen-per-rollout`` +
    ``--obs-per-rollout`` ids, at each rate; times the runs (methods x seeds of the preset's sweep)
@@ -204,6 +210,73 @@ def bench_rollout(policy: HFPolicy, rows: int, repeats: int, max_action_tokens: 
             last)
 
 
+def reading_config(model_dir: str):
+    """The validated config of ``policy=hf`` on ``model_dir`` with the env's instructions as the
+    system message (as ``policy=smollm2``) on the main job's reading tasks, in a 2048-id window
+    (a small tokenizer spends over 1000 ids on the instructions)."""
+    from experiments.runtime.config import compose_config, validate
+
+    return validate(compose_config(["policy=hf", f"policy.path={model_dir}", "policy.env_instructions=true",
+                                    "policy.max_len=2048", "experiment=bugfix_reading_tasks"]))
+
+
+def bench_shared_prefix(model_dir: str, device: str, rows: int, repeats: int) -> tuple[dict, list, object]:
+    """``RolloutEngine.collect`` of ``rows`` reading-task rollouts (groups of 2, the env's
+    instructions as the system message) with shared-prefix sampling (``policy.shared_prefix``)
+    next to the same collection without it: the same ids (observation + generated) per second.
+    Returns the row, the last collection and the config."""
+    from experiments.runtime.build import env_kwargs, hf_policy
+
+    c = reading_config(model_dir)
+    c.policy.device = device
+    policy = hf_policy(c)
+    eng = RolloutEngine(c.env.id, num_envs=rows, max_len=c.policy.max_len, max_action_tokens=c.rollout.max_action_tokens,
+                        env_kwargs=env_kwargs(c))
+    reqs = make_requests(max(rows // 2, 1), 2, seed=0, task_indices=list(range(max(rows // 2, 1))))
+    seconds, tokens = {}, {}
+    try:
+        for share in (False, True):
+            policy.share_prefix = share
+            last: list = []
+            seconds[share] = _median_seconds(
+                lambda: last.__setitem__(slice(None), eng.collect(policy, reqs, generator=torch.Generator().manual_seed(0))),
+                repeats)
+            tokens[share] = sum(len(seg.tokens) for t in last for seg in t.segments)
+    finally:
+        eng.close()
+    return ({"bench": "shared_rollout", "ours_tok_s": tokens[True] / seconds[True],
+             "baseline_tok_s": tokens[False] / seconds[False],
+             "ratio": seconds[False] / seconds[True] * tokens[True] / tokens[False], "target": 2.0,
+             "baseline": "the same rollouts on reading tasks, every row prefilling its whole prompt"}, last, c)
+
+
+def bench_shared_update(c, trajs: list, repeats: int) -> dict:
+    """One GRPO ``trainer.update`` (LoRA r=8, ``policy.micro_batch_tokens`` of ``policy=smollm2``)
+    on the reading-task rollouts ``trajs`` with the shared-prefix training forward next to the
+    unshared one, from the same start weights each repeat: processed ids per second."""
+    from experiments.runtime.build import hf_policy
+    from experiments.runtime.config import compose_config, validate
+
+    budget = validate(compose_config(["policy=smollm2"])).policy.micro_batch_tokens
+    c.policy.lora_r = 8
+    trajs = [t for t in trajs if len(t.segments) == 1]
+    for i, t in enumerate(trajs):
+        t.train_reward = float(i % 2)
+        t.segments[-1].turns[-1].reward = float(i % 2)
+    tokens = sum(len(t.segments[0].tokens) for t in trajs)
+    seconds = {}
+    for share in (False, True):
+        policy = hf_policy(c)
+        policy.share_prefix = share
+        algo = GrpoConfig(epochs=1, micro_batch_rows=len(trajs))
+        trainer = make_trainer(algo.name, algo, policy)
+        trainer.micro_batch_tokens = budget
+        seconds[share] = _median_seconds(lambda: trainer.update(trajs), repeats)
+    return {"bench": "shared_update", "ours_tok_s": tokens / seconds[True], "baseline_tok_s": tokens / seconds[False],
+            "ratio": seconds[False] / seconds[True], "target": 2.0,
+            "baseline": f"the same GRPO update, every row's prompt in every forward (micro_batch_tokens {budget})"}
+
+
 def bench_update(model_dir: str, device: str, trajs: list, repeats: int) -> dict:
     """One GRPO ``trainer.update`` on the single-segment ``trajs`` (rewards alternate 0 / 1), in
     processed ids/s, next to TRL's step on the same ids when TRL is installed (else no baseline)."""
@@ -301,7 +374,9 @@ def _benches(a: argparse.Namespace, model: str) -> list[dict]:
     results = [bench_single_turn(policy, a.rows, a.new, a.repeats),
                bench_turns(policy, a.rows, a.turns, a.action, a.repeats)]
     rollout, trajs = bench_rollout(policy, a.rows, a.repeats, c.rollout.max_action_tokens, c.policy.max_len)
-    return [*results, rollout, bench_update(model, a.device, trajs, a.repeats)]
+    shared, reading, rc = bench_shared_prefix(model, a.device, a.rows, a.repeats)
+    return [*results, rollout, bench_update(model, a.device, trajs, a.repeats), shared,
+            bench_shared_update(rc, reading, a.repeats)]
 
 
 def run(a: argparse.Namespace) -> int:
@@ -334,5 +409,6 @@ def run(a: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["action_config", "add_arguments", "bench_rollout", "bench_single_turn", "bench_turns", "bench_update",
+__all__ = ["action_config", "add_arguments", "bench_rollout", "bench_shared_prefix", "bench_shared_update", "bench_single_turn", "bench_turns",
+           "bench_update", "reading_config",
            "main_job_shape", "project_main_job", "run"]

@@ -64,13 +64,14 @@ class BCData:
         return int(self.tokens.shape[0])
 
 
-def bc_micro_batches(lengths: torch.Tensor, idx: torch.Tensor) -> list[torch.Tensor]:
+def bc_micro_batches(lengths: torch.Tensor, idx: torch.Tensor, max_tokens: int | None = None) -> list[torch.Tensor]:
     """The rows ``idx`` of one BC minibatch split into length buckets (``algos.batch.
-    length_buckets`` over ``lengths[idx]``, at most ``len(idx)`` rows each), as row indices of the
-    batch. Their union is ``idx``; each is forwarded trimmed to its own longest row."""
+    length_buckets`` over ``lengths[idx]``, at most ``len(idx)`` rows and, with ``max_tokens``,
+    at most that many padded positions each), as row indices of the batch. Their union is ``idx``;
+    each is forwarded trimmed to its own longest row."""
     if len(idx) == 0:
         return []
-    return [idx[s] for s in length_buckets(lengths[idx], len(idx))]
+    return [idx[s] for s in length_buckets(lengths[idx], len(idx), max_tokens=max_tokens)]
 
 
 def rank_share(lengths: torch.Tensor, idx: torch.Tensor, rank: int, world: int) -> torch.Tensor:
@@ -83,7 +84,7 @@ def rank_share(lengths: torch.Tensor, idx: torch.Tensor, rank: int, world: int) 
 
 
 def _bc_loop(model: nn.Module, batch: BCData, epochs: int, lr: float, batch_rows: int, seed: int,
-             bucketed: bool = True, rank: int = 0, world: int = 1) -> list[float]:
+             max_tokens: int | None = None, bucketed: bool = True, rank: int = 0, world: int = 1) -> list[float]:
     """The BC loop of the module docstring on rank ``rank`` of ``world`` (``world > 1``: the
     process group is initialised). ``bucketed=False``: one padded forward per minibatch, rows in
     the permutation's order. Returns the minibatch losses ``L(B)``."""
@@ -104,7 +105,7 @@ def _bc_loop(model: nn.Module, batch: BCData, epochs: int, lr: float, batch_rows
             opt.zero_grad(set_to_none=True)
             total = torch.zeros(())
             share = rank_share(lengths, idx, rank, world)
-            for rows in (bc_micro_batches(lengths, share) if bucketed else [share]):
+            for rows in (bc_micro_batches(lengths, share, max_tokens) if bucketed else [share]):
                 width = int(lengths[rows].max())
                 tokens = batch.tokens[rows][:, :width]
                 mask = batch.action_mask[rows][:, :width]
@@ -152,18 +153,19 @@ def _worker(job: str) -> None:
 
 
 def behaviour_clone(model: nn.Module, trajs: list, epochs: int, lr: float, batch_rows: int, seed: int,
-                    processes: int = 1, bucketed: bool = True) -> list[float]:
+                    processes: int = 1, bucketed: bool = True, max_tokens: int | None = None) -> list[float]:
     """Behaviour-clone ``model`` in place on the trajectories ``trajs`` (module docstring); returns
     the minibatch losses. ``bucketed=False`` (one process only): one padded forward per minibatch,
     the computation of the checkpoints cached before the micro-batches (the two-agent warm start
     keeps it, see ``experiments.runtime.pair.warmstart_key``). ``processes`` > 1 runs data parallel:
     rank 0 is this process, ranks 1 .. P - 1 are fresh interpreters (``python -m experiments.runtime.bc
     JOB``; a subprocess, not ``multiprocessing``, so that it also works inside a joblib / loky
-    sweep worker)."""
+    sweep worker). ``max_tokens``: the token budget of a micro-batch (``policy.micro_batch_tokens``),
+    which bounds the activations one forward and backward hold."""
     if processes < 1:
         raise ValueError(f"processes={processes} invalid; allowed: an int >= 1")
     batch = BCData.of(trajs)
-    args = (epochs, lr, batch_rows, seed)
+    args = (epochs, lr, batch_rows, seed, max_tokens)
     if processes == 1:
         return _bc_loop(model, batch, *args, bucketed)
     if not bucketed:

@@ -7,6 +7,11 @@ sampler holds the last ``k + 1`` policy snapshots and samples with the oldest, i
 ``v = updates - (snapshots - 1)`` is what the rollouts record as ``policy_version``; the
 behaviour log-probs come from it, while the trainer's old log-probs are recomputed with the
 current weights, so the two differ exactly when ``v < updates``.
+
+A snapshot holds what a checkpoint holds of the policy's weights
+(``experiments.runtime.adapters.policy_tensors``): the full state dict, or for a partly frozen
+policy (LoRA on a frozen base) its trainable parameters only; the sampler's frozen entries are
+the policy's, copied once, and never change.
 """
 
 from __future__ import annotations
@@ -16,9 +21,7 @@ from collections import deque
 
 import torch
 
-
-def _snapshot(model: torch.nn.Module) -> dict:
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+from experiments.runtime.adapters import load_policy_tensors, policy_tensors
 
 
 class BehaviorPolicy:
@@ -31,21 +34,21 @@ class BehaviorPolicy:
         self.policy = policy
         self.staleness = staleness
         self.version = 0  # updates pushed so far = the learner's current version
-        self._snapshots: deque = deque([_snapshot(policy)] if staleness else [], maxlen=staleness + 1)
+        self._snapshots: deque = deque([policy_tensors(policy)] if staleness else [], maxlen=staleness + 1)
         self._model = copy.deepcopy(policy).eval() if staleness else None
 
     def sampler(self) -> tuple[torch.nn.Module, int]:
         """The model to sample the next rollouts with and its policy version."""
         if not self.staleness:
             return self.policy, self.version
-        self._model.load_state_dict(self._snapshots[0])
+        load_policy_tensors(self._model, self._snapshots[0])
         return self._model, self.version - (len(self._snapshots) - 1)
 
     def push(self, policy: torch.nn.Module | None = None) -> None:
         """Record the weights after one more update (``policy`` defaults to the learner's)."""
         self.version += 1
         if self.staleness:
-            self._snapshots.append(_snapshot(policy if policy is not None else self.policy))
+            self._snapshots.append(policy_tensors(policy if policy is not None else self.policy))
 
     def state_dict(self) -> dict:
         return {"version": self.version, "snapshots": list(self._snapshots)}

@@ -143,12 +143,15 @@ def system_prompt(c: TrainConfig) -> str | None:
 
 def hf_policy(c: TrainConfig, value_head: bool = False):
     """The ``HFPolicy`` of ``policy.path`` (``policy.kind=hf``) with this config's device, dtype,
-    end token, system prompt and LoRA adapters (initialised from ``policy.init_seed``)."""
+    end token, system prompt, LoRA adapters (initialised from ``policy.init_seed``) and shared-prefix
+    sampling (``policy.shared_prefix``)."""
     p = c.policy
     torch.manual_seed(p.init_seed)
-    return load_policy(p.path, value_head=value_head, device=p.device, dtype=p.dtype, end_token=p.end_token or None,
-                       system=system_prompt(c),
-                       lora=LoraSpec(r=p.lora_r, alpha=p.lora_alpha, dropout=p.lora_dropout, targets=p.lora_targets))
+    policy = load_policy(p.path, value_head=value_head, device=p.device, dtype=p.dtype, end_token=p.end_token or None,
+                         system=system_prompt(c),
+                         lora=LoraSpec(r=p.lora_r, alpha=p.lora_alpha, dropout=p.lora_dropout, targets=p.lora_targets))
+    policy.share_prefix = p.shared_prefix
+    return policy
 
 
 def new_policy(c: TrainConfig):

@@ -7,6 +7,13 @@ One update's learner part of a metrics line, in this order: ``policy_version``,
 ``sampler_version``, ``rollout/*`` (:func:`rollout_metrics`), the trainer's metrics, ``train/lr``.
 An evaluation (:func:`evaluate_policy`) writes ``eval/*`` (and ``eval_train/*``); the final one
 saves sample transcripts in the run directory.
+
+Checkpoint (``state_dict``): ``policy`` in its checkpoint form
+(``experiments.runtime.adapters.PolicyCheckpoint``: the full state dict, or for a LoRA policy on a
+frozen base only the trainable tensors with the base's path and sha256), ``critic``, ``trainer``
+(its optimizer holds only trainable parameters), ``meter``, ``behavior`` (snapshots in the same
+form). Resume rebuilds the models from the config as at the start of the run (base model + start
+checkpoint), then loads this.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from algos.metrics import group_outcome_rates
 from algos.rollout import evaluate, hack_metrics
 from algos.trainer import make_trainer
 from experiments.runfiles.transcripts import save_transcripts
+from experiments.runtime.adapters import PolicyCheckpoint
 from experiments.runtime.behavior import BehaviorPolicy
 from experiments.runtime.build import (build_policy, eval_engine, eval_seed, policy_layout, sampling_generator,
                                        train_engine, update_requests)
@@ -89,9 +97,11 @@ class OneAgentLearner:
         self.c, self.run_dir = c, run_dir
         self.start = start_model(c)
         self.policy, self.critic, self.reference = build_policy(c, self.start.path)
+        self.checkpoint = PolicyCheckpoint(self.policy, c.policy.path if c.policy.kind == "hf" else "")
         self.meter = ComputeMeter()
         self.trainer = make_trainer(c.algo.name, c.algo, self.policy, self.critic, self.reference,
                                     c.rollout.temperature, self.meter)
+        self.trainer.micro_batch_tokens = c.policy.micro_batch_tokens
         self.behavior = BehaviorPolicy(self.policy, c.rollout.staleness)
         self.engine, self.evaluator = train_engine(c), eval_engine(c, c.eval.tasks * c.eval.samples_per_task)
         self._lr = float("nan")
@@ -119,13 +129,13 @@ class OneAgentLearner:
         return evaluate_policy(self.c, self.evaluator, self.policy, self.run_dir if final else None)
 
     def state_dict(self) -> dict:
-        return {"policy": self.policy.state_dict(),
+        return {"policy": self.checkpoint.state_dict(),
                 "critic": self.critic.state_dict() if self.critic is not None else None,
                 "trainer": self.trainer.state_dict(), "meter": self.meter.state_dict(),
                 "behavior": self.behavior.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
-        for obj, key in ((self.policy, "policy"), (self.critic, "critic"), (self.trainer, "trainer"),
+        for obj, key in ((self.checkpoint, "policy"), (self.critic, "critic"), (self.trainer, "trainer"),
                          (self.meter, "meter"), (self.behavior, "behavior")):
             if obj is not None:
                 obj.load_state_dict(state[key])
@@ -139,7 +149,8 @@ class OneAgentLearner:
     def close(self) -> None:
         self.engine.close()
         self.evaluator.close()
-        del self.policy, self.critic, self.reference, self.trainer, self.behavior, self.engine, self.evaluator
+        del self.policy, self.checkpoint, self.critic, self.reference, self.trainer, self.behavior, self.engine
+        del self.evaluator
 
 
 __all__ = ["OneAgentLearner", "evaluate_policy", "rollout_metrics"]

@@ -122,6 +122,7 @@ def build_learner(c: TrainConfig, warm: bool = True, meter=None) -> PairLearner:
     for a in owners:
         trainers[a] = make_trainer(c.algo.name, pair_algo_config(c), policies[a], critic=critics[a],
                                    temperature=c.rollout.temperature, meter=meter)
+        trainers[a].micro_batch_tokens = c.policy.micro_batch_tokens
     if c.algo.shared_policy:
         trainers["b"] = trainers["a"]
     return PairLearner(trainers, frozen=tuple(c.algo.frozen))

@@ -139,6 +139,14 @@ class PolicyConfig:
     lora_dropout: float = 0.0
     # "all-linear" or comma-separated module names (e.g. q_proj,v_proj)
     lora_targets: str = "all-linear"
+    # the most padded token positions (rows x the longest row) one forward and its backward hold:
+    # behaviour cloning's and the update's micro-batches (beside their row caps) and the update's
+    # no-grad passes; it bounds the activation memory, never changes the loss (null = rows only).
+    # The run estimates its peak memory from it before any compute (experiments.runtime.memory).
+    micro_batch_tokens: Optional[int] = None
+    # hf: sampling computes the ids that fresh rows share at their start (the system prompt, a
+    # group's first observation) once and copies their keys and values into each row
+    shared_prefix: bool = True
 
     def __post_init__(self) -> None:
         check_choice("policy.kind", self.kind, POLICY_KINDS)
@@ -157,6 +165,8 @@ class PolicyConfig:
         if not (self.device in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", self.device)):
             raise ConfigError(f"policy.device={self.device!r} is not a valid choice; allowed: auto, cpu, cuda, cuda:N")
         check_at_least("policy.lora_r", self.lora_r, 0)
+        if self.micro_batch_tokens is not None:
+            check_at_least("policy.micro_batch_tokens", self.micro_batch_tokens, 1)
         if not 0 <= self.lora_dropout < 1:
             raise ConfigError(f"policy.lora_dropout={self.lora_dropout} must be in [0, 1)")
         if self.kind == "tiny":

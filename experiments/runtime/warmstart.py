@@ -86,6 +86,9 @@ def cache_key(c: TrainConfig) -> str:
         # version: raised whenever the build changes the checkpoint or its measured start success,
         # so an older cache entry is never reused
         "init_seed": c.policy.init_seed, "version": 4,
+        # the token budget slices BC's micro-batches differently (float summation order), so it is
+        # part of the key; absent when null, so the keys of unbudgeted configs stay as they were
+        **({"micro_batch_tokens": c.policy.micro_batch_tokens} if c.policy.micro_batch_tokens is not None else {}),
     })
 
 
@@ -221,7 +224,8 @@ def build_warmstart(c: TrainConfig, root: Path, verbose: bool = True) -> WarmSta
     trajs = demonstrations(c, policy_layout(model))
     demo_success = sum(int(t.verified or 0) for t in trajs) / max(len(trajs), 1)
     losses = behaviour_clone(model, trajs, c.warmstart.epochs, c.warmstart.lr, c.warmstart.batch_rows, c.warmstart.seed,
-                             processes=c.warmstart.processes, bucketed=c.warmstart.bucketed)
+                             processes=c.warmstart.processes, bucketed=c.warmstart.bucketed,
+                             max_tokens=c.policy.micro_batch_tokens)
     ev = start_evaluation(c, model)
     root.mkdir(parents=True, exist_ok=True)
     path = root / "policy.pt"

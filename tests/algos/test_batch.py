@@ -98,6 +98,47 @@ def test_length_buckets_hand_computed():
         length_buckets(lengths, 0)
 
 
+def test_length_buckets_token_budget_hand_computed():
+    """lengths [10, 100, 12, 98], overhead 50, at most 4 rows: unbudgeted {10, 12} + {98, 100}
+    (2 * 100 = 200 positions in the second slice). A budget of 150 positions forbids it: {98} +
+    {100} alone (1 * 100 <= 150 each), {10, 12} (24) kept: 3 * 50 + 24 + 98 + 100 = 372. A budget
+    of 60 is below the longest rows, which then stand alone; {10, 12} (24 <= 60) stays."""
+    from algos.batch import length_buckets
+
+    lengths = torch.tensor([10, 100, 12, 98])
+    assert [s.tolist() for s in length_buckets(lengths, 4, 50, max_tokens=200)] == [[0, 2], [3, 1]]
+    assert [s.tolist() for s in length_buckets(lengths, 4, 50, max_tokens=150)] == [[0, 2], [3], [1]]
+    assert [s.tolist() for s in length_buckets(lengths, 4, 50, max_tokens=60)] == [[0, 2], [3], [1]]
+    assert [s.tolist() for s in length_buckets(lengths, 4, 50, max_tokens=23)] == [[0], [2], [3], [1]]
+    with pytest.raises(ValueError, match="max_tokens=0 invalid; allowed: an int >= 1"):
+        length_buckets(lengths, 4, max_tokens=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 60), min_size=1, max_size=8), st.integers(1, 8), st.integers(0, 100),
+       st.integers(1, 200))
+def test_length_buckets_with_a_token_budget_is_the_optimal_budgeted_partition(lengths, max_rows, overhead, budget):
+    """With ``max_tokens``: every row once, every slice within the rows cap and within the budget
+    unless it is one row, and the cost is the brute-force minimum over such partitions."""
+    import itertools
+
+    from algos.batch import length_buckets
+
+    got = length_buckets(torch.tensor(lengths), max_rows, overhead, max_tokens=budget)
+    assert sorted(i for s in got for i in s.tolist()) == list(range(len(lengths)))
+    assert all(len(s) == 1 or len(s) * max(lengths[i] for i in s.tolist()) <= budget for s in got)
+    cost = sum(overhead + len(s) * max(lengths[i] for i in s.tolist()) for s in got)
+    ls, n, best = sorted(lengths), len(lengths), None
+    for cuts in itertools.product([False, True], repeat=n - 1):
+        bounds = [0] + [i + 1 for i, c in enumerate(cuts) if c] + [n]
+        runs = list(zip(bounds[:-1], bounds[1:]))
+        if any(b - a > max_rows or (b - a > 1 and (b - a) * ls[b - 1] > budget) for a, b in runs):
+            continue
+        c = sum(overhead + (b - a) * ls[b - 1] for a, b in runs)
+        best = c if best is None else min(best, c)
+    assert cost == best
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(1, 60), min_size=1, max_size=8), st.integers(1, 8), st.integers(0, 100))
 def test_length_buckets_is_an_optimal_partition(lengths, max_rows, overhead):

@@ -152,6 +152,28 @@ def test_micro_batches_accumulate_to_the_full_batch_update():
             torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4)
 
 
+def test_a_token_budget_slices_the_update_without_changing_it():
+    """policy.micro_batch_tokens (Trainer.micro_batch_tokens) bounds each slice's padded positions
+    (every row alone at a budget of 1); the update equals the unbudgeted one within float
+    tolerance, and the slices really are smaller (the trainer's forward count: one per row)."""
+    trajs = [make_traj([2, 1], 1.0, seed=1), make_traj([3], 0.0, seed=2), make_traj([1], 1.0, group=1, seed=3),
+             make_traj([2], 0.0, group=1, seed=4)]
+    models, forwards = [], []
+    for budget in (None, 1):
+        m = model()
+        trainer = make_trainer("grpo", algo(micro_batch_rows=64), m)
+        trainer.micro_batch_tokens = budget
+        calls = []
+        inner = trainer.forward_at
+        trainer.forward_at = lambda tokens, *a, **k: calls.append(tokens.shape[0]) or inner(tokens, *a, **k)
+        trainer.update(copy.deepcopy(trajs))
+        models.append(m)
+        forwards.append(calls)
+    assert max(forwards[0]) > 1 and forwards[1] == [1] * len(forwards[1])
+    for p, q in zip(*(m.parameters() for m in models)):
+        torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4)
+
+
 def test_signed_advantage_mass_is_logged_and_does_not_depend_on_the_split():
     """train/signed_adv_mass of a group of two: a 1-turn success (2 action tokens: word + EOS,
     A = +1) and a 3-turn failure (6 action tokens, A = -1; adv_eps 0). token-mean: (2 - 6) / 8 =

@@ -245,3 +245,78 @@ def test_compacting_the_cache_leaves_the_logits_unchanged(model_dir):
             assert caches[1].valid.shape[1] == int(caches[1].valid.sum(1).max()) < caches[0].valid.shape[1]
         out = [policy.step_last(c, tokens, torch.tensor(n)) for c in caches]
         assert torch.allclose(out[0], out[1], atol=1e-5)
+
+
+def test_shared_prefix_sampling_equals_the_unshared_path(model_dir):
+    """Rows that begin alike (the system prompt, a group's first observation) get the common
+    prefix's keys and values computed once: through the rollout engine (groups of 2 in 2 slots,
+    then the rows refilled while the cache holds the prefix) the sampled ids equal the unshared
+    path's for the same seed and the log-probs agree within 1e-5; the prefix really was shared."""
+    system = "You fix bugs. Read the files, run the tests, then submit a fix. " * 3
+    runs = {}
+    for share in (True, False):
+        policy = load_policy(model_dir, device="cpu", dtype="float32", system=system)
+        policy.share_prefix = share
+        caches = []
+        new_cache = policy.new_cache
+        policy.new_cache = lambda rows: caches.append(new_cache(rows)) or caches[-1]
+        eng = RolloutEngine(envs.BUGFIX_ID, num_envs=2, max_len=1024, max_action_tokens=12)
+        runs[share] = eng.collect(policy, make_requests(2, 2, seed=7, task_indices=[0, 1]),
+                                  generator=torch.Generator().manual_seed(2))
+        eng.close()
+        assert all((c.prefix_ids is not None) == share for c in caches)
+        if share:
+            assert len(caches[0].prefix_ids) >= 16
+    for a, b in zip(runs[True], runs[False]):
+        for sa, sb in zip(a.segments, b.segments):
+            assert sa.tokens == sb.tokens
+            assert max(abs(x - y) for x, y in zip(sa.behavior_logp, sb.behavior_logp)) <= 1e-5
+
+
+def test_common_prefix_length_leaves_each_row_an_id():
+    from algos.batch import common_prefix_length
+
+    t = torch.tensor([[1, 2, 3, 4, 5], [1, 2, 3, 9, 9], [1, 2, 3, 4, 7]])
+    assert common_prefix_length(t, torch.tensor([5, 5, 5])) == 3  # rows differ at column 3
+    assert common_prefix_length(t[[0, 2]], torch.tensor([5, 5])) == 4  # differ at column 4
+    assert common_prefix_length(t[[0, 0]], torch.tensor([5, 3])) == 2  # n = 3 leaves 2 shared + 1 own
+    assert common_prefix_length(t, torch.tensor([1, 5, 5])) == 0
+
+
+def test_shared_prefix_training_forward_equals_the_unshared_gradients(model_dir):
+    """The training forward computes the ids all rows begin with once (``HFPolicy._hidden``): on
+    rollouts with a common system prompt the log-probs of the sampled ids and every parameter's
+    gradient of their sum (one SGD step's direction) equal the unshared forward's within float
+    tolerance; and the trainer's token budget charges the prefix once per slice (more rows fit)."""
+    from algos.batch import collate, common_prefix_length, row_lengths
+    from algos.policy import token_logprobs
+
+    system = "You fix bugs. Read the files, run the tests, then submit a fix. " * 3
+    policy = load_policy(model_dir, device="cpu", dtype="float32", system=system)
+    eng = RolloutEngine(envs.BUGFIX_ID, num_envs=4, max_len=1024, max_action_tokens=12)
+    trajs = eng.collect(policy, make_requests(2, 2, seed=3, task_indices=[0, 1]), generator=torch.Generator().manual_seed(0))
+    eng.close()
+    batch = collate(trajs)
+    assert common_prefix_length(batch.tokens, row_lengths(batch)) >= 16
+    want = batch.action_mask > 0
+    out = {}
+    for share in (True, False):
+        policy.share_prefix = share
+        policy.zero_grad(set_to_none=True)
+        logits, _ = policy.forward_at(batch.tokens, want)
+        lp = token_logprobs(logits, batch.tokens, want)[0]
+        lp.sum().backward()
+        out[share] = (lp.detach(), {n: p.grad.clone() for n, p in policy.named_parameters() if p.grad is not None})
+    torch.testing.assert_close(out[True][0], out[False][0], atol=1e-5, rtol=1e-5)
+    assert out[True][1].keys() == out[False][1].keys() and out[True][1]
+    for name, g in out[True][1].items():
+        torch.testing.assert_close(g, out[False][1][name], atol=1e-5, rtol=1e-4, msg=name)
+
+    policy.share_prefix = True
+    trainer = make_trainer("grpo", AlgoConfig(name="grpo", micro_batch_rows=64), policy)
+    lengths = row_lengths(batch)
+    p = common_prefix_length(batch.tokens, lengths)
+    trainer.micro_batch_tokens = int(p + 2 * (lengths.max() - p))  # two rows' own ids fit, the prefix once
+    assert max(len(s) for s in trainer._buckets(batch.tokens, lengths, 64)) >= 2
+    policy.share_prefix = False  # the same budget without sharing: every row's prefix counts
+    assert max(len(s) for s in trainer._buckets(batch.tokens, lengths, 64)) == 1

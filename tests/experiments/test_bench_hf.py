@@ -41,8 +41,10 @@ def test_the_rollout_budget_is_derived_from_the_models_tokenizer(small_vocab_mod
     a = ap.parse_args(["--model", small_vocab_model, "--rows", "2", "--new", "2", "--turns", "2", "--action", "2",
                        "--repeats", "1"])
     assert bench.run(a) == 0
-    assert seen == [longest + ACTION_TOKEN_MARGIN]
+    # the rollout bench, then the shared-prefix bench on reading tasks (their own demos' budget)
+    assert seen == [longest + ACTION_TOKEN_MARGIN, bench.reading_config(small_vocab_model).rollout.max_action_tokens]
     out = capsys.readouterr().out
+    assert "shared_rollout" in out and "shared_update" in out and ">= 2x" in out
     assert f"action budget {longest + ACTION_TOKEN_MARGIN}" in out
     assert "projected main job on this model: " in out and " min on this CPU (rollout " in out
 

@@ -187,6 +187,32 @@ def test_length_bucketed_behaviour_clone_matches_one_padded_forward_per_minibatc
         assert torch.allclose(a, b, atol=1e-5), name
 
 
+def test_a_token_budget_splits_behaviour_clone_micro_batches_without_changing_it(tmp_path):
+    """``max_tokens`` (policy.micro_batch_tokens) keeps every micro-batch within the budget (or one
+    row) and the losses and weights equal the unbudgeted BC's within float tolerance."""
+    from algos.batch import collate, row_lengths
+    from experiments.runtime.bc import bc_micro_batches, behaviour_clone
+
+    c = tiny(tmp_path, "warmstart.demos=24", "warmstart.noise=0.5")
+    trajs = demonstrations(c)
+    lengths = row_lengths(collate(trajs))
+    budget = int(lengths.max()) + 1  # one longest row fits, two do not
+    idx = torch.arange(8)
+    parts = bc_micro_batches(lengths, idx, budget)
+    assert sorted(torch.cat(parts).tolist()) == idx.tolist()
+    assert all(len(p) == 1 or len(p) * int(lengths[p].max()) <= budget for p in parts)
+    assert len(parts) > len(bc_micro_batches(lengths, idx)), "the budget split nothing"
+    torch.manual_seed(0)
+    budgeted = PolicyModel(policy_shape(c))
+    free = PolicyModel(policy_shape(c))
+    free.load_state_dict(budgeted.state_dict())
+    got = behaviour_clone(budgeted, trajs, epochs=2, lr=3e-3, batch_rows=8, seed=5, max_tokens=budget)
+    want = behaviour_clone(free, trajs, epochs=2, lr=3e-3, batch_rows=8, seed=5)
+    assert got == pytest.approx(want, rel=1e-4, abs=1e-5)
+    for (name, a), b in zip(budgeted.state_dict().items(), free.state_dict().values()):
+        assert torch.allclose(a, b, atol=1e-5), name
+
+
 def test_data_parallel_behaviour_clone_matches_one_process(tmp_path):
     """``processes=2`` (two ranks, each its share of every minibatch, gradients summed by
     all_reduce) gives the one-process losses and weights up to float summation order; the shares
