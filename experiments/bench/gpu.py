@@ -90,8 +90,10 @@ def peak_tflops(name: str) -> float | None:
 def train_runs(model: Path, out: Path, device: str, updates: int = 2) -> list[dict]:
     """``updates`` GRPO and PPO updates (16 rollouts each) of the smollm2 preset's shape on
     ``model``: wall seconds and summary."""
+    from experiments.compare.job import PRESET_METHODS
+
     rows = []
-    for algo in ("grpo", "ppo"):
+    for algo in PRESET_METHODS["smollm2"]:  # the smollm2 preset's methods (GRPO, PPO)
         cmd = [sys.executable, "-m", "experiments.train", "policy=smollm2", f"policy.path={model}", f"algo={algo}",
                "policy.init_checkpoint=", f"policy.device={device}", f"budget.amount={16 * updates}", "algo.group_size=4",
                "algo.tasks_per_update=4", "eval.tasks=4", "eval.every=2", "logger.kind=none", "progress=false",

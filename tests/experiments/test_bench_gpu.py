@@ -12,6 +12,7 @@ pytest.importorskip("transformers")
 
 from entry import run_entry  # noqa: E402
 from experiments.bench.gpu import PEAK_TFLOPS, export_config, peak_tflops  # noqa: E402
+from experiments.compare.job import PRESET_METHODS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,7 +33,7 @@ def test_the_gpu_script_dry_run_on_the_cpu(tmp_path, hf_model_dir):
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((tmp_path / "out" / "gpu.json").read_text())
     assert result["device"] == "cpu" and result["dtype"] == "float32" and result["dry_run"]
-    assert [t["algo"] for t in result["train"]] == ["grpo", "ppo"]
+    assert [t["algo"] for t in result["train"]] == list(PRESET_METHODS["smollm2"])
     assert all(t["summary"].get("updates") == 1 for t in result["train"])  # 16 rollouts of 16 per update
     assert {result["rollout"]["bench"], result["update"]["bench"]} == {"shared_rollout", "shared_update"}
     assert "DRY RUN (2 blocks), not a measurement" in (tmp_path / "out" / "gpu.md").read_text()
