@@ -177,9 +177,8 @@ class Trainer:
 
     # take the old log-probs from epoch 0's forward when there is a single minibatch
     fuse_old_forward = False
-    # the most padded token positions one forward (and its backward) holds, besides
-    # ``algo.micro_batch_rows`` (None: rows only); the runtime sets ``policy.micro_batch_tokens`` here.
-    # It changes how the work is sliced, never the loss or the gradient.
+    # the most padded positions one forward and backward hold (``policy.micro_batch_tokens``; None:
+    # rows only): it slices the work, never changes the loss or the gradient
     micro_batch_tokens: int | None = None
 
     def __init__(
@@ -327,9 +326,8 @@ class Trainer:
         return batch, inputs
 
     def _buckets(self, tokens: torch.Tensor, lengths: torch.Tensor, rows_cap: int) -> list[torch.Tensor]:
-        """Length buckets of the rows (at most ``rows_cap`` rows, ``micro_batch_tokens`` positions
-        each). A policy that computes the ids all rows begin with once (``share_prefix``) is
-        charged that prefix once per slice: the budget bounds ``p + rows * (longest - p)``."""
+        """Length buckets of at most ``rows_cap`` rows and ``micro_batch_tokens`` positions each; a
+        ``share_prefix`` policy's common prefix ``p`` counts once: ``p + rows * (longest - p)``."""
         budget, shared = self.micro_batch_tokens, 0
         if budget is not None and getattr(self.policy, "share_prefix", False):
             shared = common_prefix_length(tokens, lengths)
