@@ -272,6 +272,7 @@ def bench_shared_update(c, trajs: list, repeats: int) -> dict:
         trainer = make_trainer(algo.name, algo, policy)
         trainer.micro_batch_tokens = budget
         seconds[share] = _median_seconds(lambda: trainer.update(trajs), repeats)
+        trainer = policy = None  # the next side loads its own copy
     return {"bench": "shared_update", "ours_tok_s": tokens / seconds[True], "baseline_tok_s": tokens / seconds[False],
             "ratio": seconds[False] / seconds[True], "target": 2.0,
             "baseline": f"the same GRPO update, every row's prompt in every forward (micro_batch_tokens {budget})"}
@@ -289,6 +290,7 @@ def bench_update(model_dir: str, device: str, trajs: list, repeats: int) -> dict
     algo = GrpoConfig(epochs=1, micro_batch_rows=len(trajs))
     trainer = make_trainer(algo.name, algo, policy)
     ours = _median_seconds(lambda: trainer.update(trajs), repeats)
+    trainer = policy = None  # TRL's side loads its own copy of the model
     base = _trl_seconds(model_dir, device, trajs, repeats)
     return {"bench": "grpo_update", "ours_tok_s": tokens / ours, "baseline_tok_s": tokens / base, "ratio": base / ours,
             "target": float("nan"), "baseline": "TRL GRPOTrainer.compute_loss + backward + step"
@@ -374,6 +376,7 @@ def _benches(a: argparse.Namespace, model: str) -> list[dict]:
     results = [bench_single_turn(policy, a.rows, a.new, a.repeats),
                bench_turns(policy, a.rows, a.turns, a.action, a.repeats)]
     rollout, trajs = bench_rollout(policy, a.rows, a.repeats, c.rollout.max_action_tokens, c.policy.max_len)
+    del policy  # one model in memory at a time: each later bench loads its own
     shared, reading, rc = bench_shared_prefix(model, a.device, a.rows, a.repeats)
     return [*results, rollout, bench_update(model, a.device, trajs, a.repeats), shared,
             bench_shared_update(rc, reading, a.repeats)]
