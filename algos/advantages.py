@@ -2,7 +2,8 @@
 groups, critic-free grouped state values with GAE over steps, and GAE across episode and segment ends (one lambda, or one for the actor's advantages and
 one for the critic's targets; a number or one per row, e.g. the length-adaptive lambda).
 
-Pure math: tensors in, tensors out; no environment, no I/O. Boundary semantics (docs/algorithms.md):
+Pure math: tensors in, tensors out; no environment, no I/O (its input checks: ``algos.checks``).
+Boundary semantics (docs/algorithms.md):
 
 - ``terminated[t]``: the task ended after the action at ``t``. No bootstrap from the next state and
   the GAE recursion stops.
@@ -24,6 +25,9 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+from algos.checks import (as_bool, as_float, as_group_index, check_eps, check_gae_inputs, check_lam, check_steps,
+                          check_unit_interval, check_values_inputs)
+
 # std convention name -> delta degrees of freedom of the group std (None: do not divide by a std).
 STD_CONVENTIONS: dict[str, int | None] = {
     "population": 0,  # rl_checks.py's convention: [0, 0, 1, 1] -> std 0.5
@@ -32,64 +36,11 @@ STD_CONVENTIONS: dict[str, int | None] = {
 }
 
 
-def pick(registry: dict, field: str, name: str):
-    """``registry[name]`` for a config value ``field=name``, or a one-line
-    ``ValueError("<field>=<name> unknown; allowed: <names>")`` listing the registry's names."""
-    if name not in registry:
-        raise ValueError(f"{field}={name!r} unknown; allowed: {', '.join(registry)}")
-    return registry[name]
-
-
 def _ddof_for(std: str) -> int | None:
     if std not in STD_CONVENTIONS:
         allowed = ", ".join(repr(k) for k in STD_CONVENTIONS)
         raise ValueError(f"unknown std convention {std!r}; allowed: {allowed}")
     return STD_CONVENTIONS[std]
-
-
-def _check_unit_interval(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
-    return float(value)
-
-
-def _check_eps(eps: float) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not (eps >= 0.0 and math.isfinite(eps)):
-        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
-    return float(eps)
-
-
-def _as_float(name: str, x: Tensor) -> Tensor:
-    if not isinstance(x, Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.dtype.is_floating_point:
-        return x
-    if x.dtype.is_complex:
-        raise ValueError(f"{name} must be real-valued, got dtype {x.dtype}")
-    return x.to(torch.get_default_dtype())
-
-
-def _as_bool(name: str, x: Tensor) -> Tensor:
-    """A bool tensor from a bool tensor or a numeric tensor holding only 0 and 1."""
-    if not isinstance(x, Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.dtype == torch.bool:
-        return x
-    if not bool(((x == 0) | (x == 1)).all()):
-        bad = x[(x != 0) & (x != 1)].flatten()[0].item()
-        raise ValueError(f"{name} must be bool or hold only 0/1 values, found {bad!r}")
-    return x != 0
-
-
-def _group_index(group_ids: Tensor, n: int) -> tuple[Tensor, int]:
-    if not isinstance(group_ids, Tensor):
-        raise ValueError(f"group_ids must be a torch.Tensor, got {type(group_ids).__name__}")
-    if group_ids.dtype.is_floating_point or group_ids.dtype.is_complex or group_ids.dtype == torch.bool:
-        raise ValueError(f"group_ids must be an integer tensor (int64), got dtype {group_ids.dtype}")
-    if group_ids.shape != (n,):
-        raise ValueError(f"group_ids must have shape ({n},) like rewards, got {tuple(group_ids.shape)}")
-    uniques, inverse = torch.unique(group_ids, return_inverse=True)
-    return inverse, int(uniques.numel())
 
 
 def group_mean_std(
@@ -104,11 +55,11 @@ def group_mean_std(
     all ones. For a constant group the std is exactly 0 (any convention except "none").
     """
     ddof = _ddof_for(std)
-    rewards = _as_float("rewards", rewards)
+    rewards = as_float("rewards", rewards)
     if rewards.dim() != 1:
         raise ValueError(f"rewards must be 1-D [N], got shape {tuple(rewards.shape)}")
     n = rewards.shape[0]
-    inverse, n_groups = _group_index(group_ids, n)
+    inverse, n_groups = as_group_index(group_ids, n)
 
     counts = torch.zeros(n_groups, dtype=rewards.dtype).index_add_(0, inverse, torch.ones_like(rewards))
     sums = torch.zeros(n_groups, dtype=rewards.dtype).index_add_(0, inverse, rewards)
@@ -144,9 +95,9 @@ def group_advantages(
     rewards are all identical (singletons included) get exactly 0.0, not r/eps-sized noise.
     """
     _ddof_for(std)
-    _check_eps(eps)
+    check_eps(eps)
     mean, group_std, constant = group_mean_std(rewards, group_ids, std)
-    rewards = _as_float("rewards", rewards)
+    rewards = as_float("rewards", rewards)
     centered = torch.where(constant, torch.zeros_like(rewards), rewards - mean)
     if STD_CONVENTIONS[std] is None:
         return centered
@@ -163,28 +114,16 @@ def rloo_advantages(rewards: Tensor, group_ids: Tensor) -> Tensor:
     are converted), ``group_ids`` [N] integer (any values, any order). Returns [N]. A group whose
     rewards are all identical (singletons included) gets exactly 0.0.
     """
-    rewards = _as_float("rewards", rewards)
+    rewards = as_float("rewards", rewards)
     if rewards.dim() != 1:
         raise ValueError(f"rewards must be 1-D [N], got shape {tuple(rewards.shape)}")
     n = rewards.shape[0]
-    inverse, n_groups = _group_index(group_ids, n)
+    inverse, n_groups = as_group_index(group_ids, n)
     _, _, constant = group_mean_std(rewards, group_ids, "none")
     counts = torch.zeros(n_groups, dtype=rewards.dtype).index_add_(0, inverse, torch.ones_like(rewards))[inverse]
     sums = torch.zeros(n_groups, dtype=rewards.dtype).index_add_(0, inverse, rewards)[inverse]
     others = (sums - rewards) / (counts - 1).clamp(min=1.0)
     return torch.where(constant, torch.zeros_like(rewards), rewards - others)
-
-
-def _check_steps(step_values: Tensor, step_mask: Tensor, n: int, name: str) -> tuple[Tensor, Tensor]:
-    """``(float [N, S], bool [N, S])`` from a per-step value tensor and its mask."""
-    step_values = _as_float(name, step_values)
-    if step_values.dim() != 2 or step_values.shape[0] != n:
-        raise ValueError(f"{name} must be 2-D [N={n}, S], got shape {tuple(step_values.shape)}")
-    mask = _as_bool("step_mask", step_mask)
-    if mask.shape != step_values.shape:
-        raise ValueError(f"step_mask has shape {tuple(mask.shape)}, expected {tuple(step_values.shape)} "
-                         f"(the shape of {name})")
-    return step_values, mask
 
 
 def process_group_advantages(
@@ -204,11 +143,11 @@ def process_group_advantages(
     bool (or 0/1) marking real steps, ``group_ids`` [N] integer. Returns [N, S]; unmasked steps 0.
     """
     _ddof_for(std)
-    eps = _check_eps(eps)
-    first = _as_float("step_rewards", step_rewards)
+    eps = check_eps(eps)
+    first = as_float("step_rewards", step_rewards)
     n = first.shape[0] if first.dim() else -1
-    r, mask = _check_steps(step_rewards, step_mask, n, "step_rewards")
-    _group_index(group_ids, n)
+    r, mask = check_steps(step_rewards, step_mask, n, "step_rewards")
+    as_group_index(group_ids, n)
     rows = torch.arange(r.shape[0])[:, None].expand_as(mask)
     normalised = torch.zeros_like(r)
     normalised[mask] = group_advantages(r[mask], group_ids[rows[mask]], std=std, eps=eps)
@@ -242,12 +181,12 @@ def gigpo_advantages(
     unmasked steps are ignored), ``omega`` a finite number >= 0. Returns [N, S].
     """
     _ddof_for(std)
-    eps = _check_eps(eps)
+    eps = check_eps(eps)
     if isinstance(omega, bool) or not isinstance(omega, numbers.Real) or not (omega >= 0.0 and math.isfinite(omega)):
         raise ValueError(f"omega must be a finite number >= 0, got {omega!r}")
     episode_adv = group_advantages(episode_rewards, group_ids, std=std, eps=eps)
     n = episode_adv.shape[0]
-    ret, mask = _check_steps(step_returns, step_mask, n, "step_returns")
+    ret, mask = check_steps(step_returns, step_mask, n, "step_returns")
     if not isinstance(anchor_ids, Tensor) or anchor_ids.dtype.is_floating_point or anchor_ids.dtype.is_complex \
             or anchor_ids.dtype == torch.bool:
         got = anchor_ids.dtype if isinstance(anchor_ids, Tensor) else type(anchor_ids).__name__
@@ -255,7 +194,7 @@ def gigpo_advantages(
     if anchor_ids.shape != ret.shape:
         raise ValueError(f"anchor_ids has shape {tuple(anchor_ids.shape)}, expected {tuple(ret.shape)} "
                          f"(the shape of step_returns)")
-    group_index, _ = _group_index(group_ids, n)
+    group_index, _ = as_group_index(group_ids, n)
     rows = torch.arange(n)[:, None].expand_as(mask)
     pairs = torch.stack([group_index[rows[mask]], anchor_ids[mask].to(torch.int64)], dim=1)
     step_group = torch.unique(pairs, dim=0, return_inverse=True)[1] if pairs.shape[0] else pairs[:, 0]
@@ -268,9 +207,9 @@ def gigpo_advantages(
 def step_group_counts(group_ids: Tensor, step_mask: Tensor, anchor_ids: Tensor) -> tuple[int, Tensor]:
     """``(number of step groups of size >= 2, size [N, S] of each masked step's step group, 0
     elsewhere)``; step groups as in :func:`gigpo_advantages` (same group id, same anchor id)."""
-    mask = _as_bool("step_mask", step_mask)
+    mask = as_bool("step_mask", step_mask)
     n = mask.shape[0]
-    group_index, _ = _group_index(group_ids, n)
+    group_index, _ = as_group_index(group_ids, n)
     rows = torch.arange(n)[:, None].expand_as(mask)
     pairs = torch.stack([group_index[rows[mask]], anchor_ids[mask].to(torch.int64)], dim=1)
     sizes = torch.zeros(mask.shape, dtype=torch.long)
@@ -307,17 +246,6 @@ def _visit_totals(returns: Tensor, mask: Tensor, owner: Tensor, anchor_ids: Tens
     return count[visit], total[visit]
 
 
-def _check_values_inputs(step_returns: Tensor, step_mask: Tensor, group_ids: Tensor, anchor_ids: Tensor):
-    """``(returns [N, S], mask [N, S], group index [N], number of groups)``, or a one-line ``ValueError``."""
-    n = step_returns.shape[0] if isinstance(step_returns, Tensor) and step_returns.dim() else -1
-    ret, mask = _check_steps(step_returns, step_mask, n, "step_returns")
-    group_index, n_groups = _group_index(group_ids, n)
-    if not isinstance(anchor_ids, Tensor) or anchor_ids.shape != ret.shape:
-        got = tuple(anchor_ids.shape) if isinstance(anchor_ids, Tensor) else type(anchor_ids).__name__
-        raise ValueError(f"anchor_ids has shape {got}, expected {tuple(ret.shape)}")
-    return ret, mask, group_index, n_groups
-
-
 def grouped_state_values(step_returns: Tensor, step_mask: Tensor, group_ids: Tensor, anchor_ids: Tensor) -> Tensor:
     """V[i, s] = mean of G over the visits of step (i, s)'s state in its group; V[i, s] = mean_j G[j, 0]
     over the group's trajectories when the state is visited once   (the critic-free state value).
@@ -330,7 +258,7 @@ def grouped_state_values(step_returns: Tensor, step_mask: Tensor, group_ids: Ten
     [N, S] bool (or 0/1; each row's steps first, padding after), ``group_ids`` [N] integer,
     ``anchor_ids`` [N, S] integer. Returns [N, S]; unmasked steps 0.
     """
-    ret, mask, group_index, n_groups = _check_values_inputs(step_returns, step_mask, group_ids, anchor_ids)
+    ret, mask, group_index, n_groups = check_values_inputs(step_returns, step_mask, group_ids, anchor_ids)
     members, total = _group_return_totals(ret, group_index, n_groups)
     values = (total / members)[:, None].expand_as(ret).clone()
     count, visits_total = _visit_totals(ret, mask, group_index, anchor_ids)
@@ -349,7 +277,7 @@ def held_out_state_values(step_returns: Tensor, step_mask: Tensor, group_ids: Te
     Visits and ``G`` as in :func:`grouped_state_values`; ``defined`` marks the masked steps whose
     trajectory has another member in its group. Unmasked or undefined entries are 0.
     """
-    ret, mask, group_index, n_groups = _check_values_inputs(step_returns, step_mask, group_ids, anchor_ids)
+    ret, mask, group_index, n_groups = check_values_inputs(step_returns, step_mask, group_ids, anchor_ids)
     members, total = _group_return_totals(ret, group_index, n_groups)
     first = ret[:, 0] if ret.shape[1] else torch.zeros(ret.shape[0], dtype=ret.dtype)
     values = ((total - first) / (members - 1).clamp(min=1))[:, None].expand_as(ret).clone()
@@ -389,19 +317,19 @@ def grouped_value_advantages(
     [N, S], ``step_mask`` [N, S] bool (each row's steps first), ``group_ids`` [N] integer,
     ``anchor_ids`` [N, S] integer. Returns ``(A, V)``, both [N, S], 0 at unmasked steps.
     """
-    gamma = _check_unit_interval("gamma", gamma)
-    lam = _check_unit_interval("lam", lam)
+    gamma = check_unit_interval("gamma", gamma)
+    lam = check_unit_interval("lam", lam)
     if normalise not in GROUPED_VALUE_NORMS:
         raise ValueError(f"normalise={normalise!r} unknown; allowed: {', '.join(GROUPED_VALUE_NORMS)}")
     _ddof_for(std)
-    eps = _check_eps(eps)
-    r = _as_float("step_rewards", step_rewards)
-    mask = _as_bool("step_mask", step_mask)
-    term, trunc = _as_bool("terminated", terminated), _as_bool("truncated", truncated)
+    eps = check_eps(eps)
+    r = as_float("step_rewards", step_rewards)
+    mask = as_bool("step_mask", step_mask)
+    term, trunc = as_bool("terminated", terminated), as_bool("truncated", truncated)
     returns = discounted_returns(r, term, trunc, gamma=gamma, mask=mask)
     values = grouped_state_values(returns, mask, group_ids, anchor_ids)
     n = r.shape[0]
-    members, total = _group_return_totals(returns, *_group_index(group_ids, n))
+    members, total = _group_return_totals(returns, *as_group_index(group_ids, n))
     fallback = total / members
     next_values = torch.zeros_like(values)
     next_values[:, :-1] = values[:, 1:]
@@ -416,43 +344,6 @@ def grouped_value_advantages(
 
 # ``algo.normalise`` of the grouped-value estimator: none, or standardised per group over its steps
 GROUPED_VALUE_NORMS = ("none", "group")
-
-
-def _check_gae_inputs(
-    rewards: Tensor,
-    values: Tensor,
-    next_values: Tensor,
-    terminated: Tensor,
-    truncated: Tensor,
-    mask: Tensor | None,
-) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
-    named = {
-        "rewards": rewards,
-        "values": values,
-        "next_values": next_values,
-        "terminated": terminated,
-        "truncated": truncated,
-    }
-    if mask is not None:
-        named["mask"] = mask
-    for name, x in named.items():
-        if not isinstance(x, Tensor):
-            raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    shape = rewards.shape
-    if len(shape) != 2:
-        raise ValueError(f"rewards must be 2-D [B, T], got shape {tuple(shape)}")
-    for name, x in named.items():
-        if x.shape != shape:
-            raise ValueError(
-                f"{name} has shape {tuple(x.shape)}, expected {tuple(shape)} (the shape of rewards)"
-            )
-    floats = [_as_float(n, x) for n, x in (("rewards", rewards), ("values", values), ("next_values", next_values))]
-    dtype = torch.promote_types(torch.promote_types(floats[0].dtype, floats[1].dtype), floats[2].dtype)
-    r, v, nv = (x.to(dtype) for x in floats)
-    term = _as_bool("terminated", terminated)
-    trunc = _as_bool("truncated", truncated)
-    m = torch.ones(shape, dtype=torch.bool) if mask is None else _as_bool("mask", mask)
-    return r, v, nv, term, trunc, m
 
 
 def gae(
@@ -480,10 +371,10 @@ def gae(
     Returns ``(advantages, returns)``, both [B, T] in the promoted float dtype of the inputs.
     A backward loop over T (only columns holding any action), vectorized over B.
     """
-    gamma = _check_unit_interval("gamma", gamma)
-    lam = lam if isinstance(lam, Tensor) else _check_unit_interval("lam", lam)
-    r, v, nv, term, trunc, m = _check_gae_inputs(rewards, values, next_values, terminated, truncated, mask)
-    lam = _check_lam("lam", lam, r)
+    gamma = check_unit_interval("gamma", gamma)
+    lam = lam if isinstance(lam, Tensor) else check_unit_interval("lam", lam)
+    r, v, nv, term, trunc, m = check_gae_inputs(rewards, values, next_values, terminated, truncated, mask)
+    lam = check_lam("lam", lam, r)
     batch, horizon = r.shape
     delta = r + gamma * (~term).to(r.dtype) * nv - v
     carry_factor = gamma * lam * (~(term | trunc)).to(r.dtype)
@@ -500,20 +391,6 @@ def gae(
     advantages = torch.stack(columns, dim=1) if horizon else torch.zeros_like(r)
     returns = torch.where(m, advantages + v, torch.zeros_like(advantages))
     return advantages, returns
-
-
-def _check_lam(name: str, lam: float | Tensor, r: Tensor) -> float | Tensor:
-    """A number in [0, 1] as a float, or a [B] tensor of numbers in [0, 1] (B = rows of ``r``) as a
-    [B, 1] column of ``r``'s dtype (it broadcasts over the row's positions)."""
-    if not isinstance(lam, Tensor):
-        return _check_unit_interval(name, lam)
-    if lam.shape != (r.shape[0],):
-        raise ValueError(f"{name} must be a number or a [B={r.shape[0]}] tensor, got shape {tuple(lam.shape)}")
-    col = _as_float(name, lam).to(r.dtype)
-    if not bool(((col >= 0) & (col <= 1)).all()):
-        bad = col[~((col >= 0) & (col <= 1))][0].item()
-        raise ValueError(f"{name} values must be in [0, 1], got {bad!r}")
-    return col[:, None]
 
 
 def decoupled_gae(
@@ -542,7 +419,7 @@ def decoupled_gae(
     """
     for name, lam in (("lam_actor", lam_actor), ("lam_critic", lam_critic)):
         if not isinstance(lam, Tensor):
-            _check_unit_interval(name, lam)
+            check_unit_interval(name, lam)
     adv, ret = gae(rewards, values, next_values, terminated, truncated, gamma=gamma, lam=lam_actor, mask=mask)
     if not isinstance(lam_actor, Tensor) and not isinstance(lam_critic, Tensor) and lam_actor == lam_critic:
         return adv, ret
@@ -604,17 +481,17 @@ def discounted_returns(
     """
     if not isinstance(rewards, Tensor):
         raise ValueError(f"rewards must be a torch.Tensor, got {type(rewards).__name__}")
-    zeros = torch.zeros_like(_as_float("rewards", rewards))
+    zeros = torch.zeros_like(as_float("rewards", rewards))
     advantages, _ = gae(rewards, zeros, zeros, terminated, truncated, gamma=gamma, lam=1.0, mask=mask)
     return advantages
 
 
 def _token_points(action_mask: Tensor, turn_first: Tensor) -> Tensor:
-    return _as_bool("action_mask", action_mask)
+    return as_bool("action_mask", action_mask)
 
 
 def _turn_points(action_mask: Tensor, turn_first: Tensor) -> Tensor:
-    return _as_bool("turn_first", turn_first) & _as_bool("action_mask", action_mask)
+    return as_bool("turn_first", turn_first) & as_bool("action_mask", action_mask)
 
 
 # ``algo.value_level`` -> (action_mask [R, T], turn_first [R, T]) -> decision points [R, T] bool.

@@ -34,11 +34,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from algos.advantages import VALUE_LEVELS, pick
+from algos.advantages import VALUE_LEVELS
+from algos.checks import pick
 from envs.tokenizer import get_tokenizer
-
-SEGMENT_STARTS = ("reset", "compression")
-SEGMENT_ENDS = ("terminated", "truncated", "compressed", "masked", "open")
 
 
 @dataclass
@@ -59,8 +57,8 @@ class Segment:
     behavior_logp: list[float] = field(default_factory=list)
     policy_version: list[int] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
-    start: str = "reset"
-    end: str = "open"
+    start: str = "reset"  # reset | compression (the segment continues a compressed context)
+    end: str = "open"  # terminated | truncated | compressed | masked | open (not ended yet)
     continuation: list[int] | None = None  # compressed observation the next segment starts from
     bootstrap_index: int | None = None  # truncated end: index of the final SEP (V(next state))
     compression: dict | None = None  # info["compression"] of the step that ended this segment
@@ -351,8 +349,6 @@ def action_layout(batch: Batch, level: str = "token") -> tuple[torch.Tensor, tor
 __all__ = [
     "Batch",
     "ContextBuilder",
-    "SEGMENT_ENDS",
-    "SEGMENT_STARTS",
     "Segment",
     "Trajectory",
     "Turn",

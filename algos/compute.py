@@ -45,6 +45,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from algos import metric_keys as mk
+
 BUDGET_KINDS = ("rollouts", "generated_tokens", "tool_seconds", "train_flops", "updates")
 
 
@@ -83,16 +85,18 @@ class ComputeMeter:
     warmup_rollouts: int = 0
 
     def add_trajectories(self, trajectories, warmup: bool = False) -> None:
-        """Count collected trajectories; ``warmup``: they feed a critic warm-up update (also
-        counted in ``warmup_rollouts``)."""
+        """Count collected rollouts: trajectories, or multi-agent episodes (one rollout each; tokens,
+        tool seconds and turns summed over their agents' ``trajectories()``); ``warmup``: they feed
+        a critic warm-up update (also counted in ``warmup_rollouts``)."""
         for tr in trajectories:
             self.rollouts += 1
             self.warmup_rollouts += int(warmup)
             self.masked_rollouts += int(tr.masked)
-            self.generated_tokens += tr.generated_tokens
-            self.observation_tokens += tr.observation_tokens
-            self.tool_seconds += tr.tool_seconds
-            self.turns += tr.turns
+            for t in (tr.trajectories() if hasattr(tr, "trajectories") else (tr,)):
+                self.generated_tokens += t.generated_tokens
+                self.observation_tokens += t.observation_tokens
+                self.tool_seconds += t.tool_seconds
+                self.turns += t.turns
 
     def add_forward(self, n_params: int, tokens: int, attention: float = 0.0) -> None:
         """Count one forward pass (:func:`forward_flops`) in ``train_flops``."""
@@ -104,7 +108,7 @@ class ComputeMeter:
 
     def metrics(self) -> dict[str, float]:
         """``compute/*`` counters (cumulative; used as x-axes)."""
-        return {f"compute/{k}": v for k, v in asdict(self).items()}
+        return {mk.COMPUTE + k: v for k, v in asdict(self).items()}
 
     def state_dict(self) -> dict:
         return asdict(self)

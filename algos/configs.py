@@ -20,9 +20,10 @@ from typing import Optional
 
 from omegaconf import MISSING
 
+from algos.corrections import CORRECTIONS, CorrectionParams
 from algos.losses import AGGREGATION_MODES, KL_ESTIMATORS
 from algos.registry import config_name, config_schemas
-from algos.trainer import LR_SCHEDULES, OFF_POLICY_CORRECTIONS, RATIO_KINDS
+from algos.trainer import LR_SCHEDULES, RATIO_KINDS
 
 
 class ConfigError(ValueError):
@@ -85,9 +86,16 @@ class AlgoConfig:
     kl_coef: float = 0.0
     kl_kind: str = "k3"
     entropy_coef: float = 0.0
-    # stale-sample correction: decoupled (w = min(pi_old/pi_behavior, is_cap)) | none | behavior-as-old
+    # stale-sample correction (algos.corrections): decoupled (token TIS) | none | behavior-as-old |
+    # sequence-tis | token-mask | sequence-mask | neg-adv-sequence-mask
     off_policy_correction: str = "decoupled"
+    # the corrections' parameters (algos.corrections.CorrectionParams: meaning and allowed ranges):
+    # truncation cap of pi_old/pi_behavior, its kept band [is_low, is_high], and the divergence
+    # above which neg-adv-sequence-mask drops a row's negative-advantage tokens
     is_cap: float = 2.0
+    is_low: float = 0.5
+    is_high: float = 5.0
+    neg_adv_kl_max: float = 0.1
 
     def __new__(cls, *args, **kwargs):
         if cls is AlgoConfig and kwargs.get("name") not in (None, MISSING):
@@ -100,7 +108,7 @@ class AlgoConfig:
         check_choice("algo.kl_kind", self.kl_kind, list(KL_ESTIMATORS))
         check_choice("algo.ratio", self.ratio, list(RATIO_KINDS))
         check_choice("algo.lr_schedule", self.lr_schedule, list(LR_SCHEDULES))
-        check_choice("algo.off_policy_correction", self.off_policy_correction, list(OFF_POLICY_CORRECTIONS))
+        check_choice("algo.off_policy_correction", self.off_policy_correction, list(CORRECTIONS))
         for name in ("group_size", "tasks_per_update", "epochs", "minibatches", "micro_batch_rows"):
             check_at_least(f"algo.{name}", getattr(self, name), 1)
         if not 0 <= self.clip_low < 1:
@@ -112,8 +120,10 @@ class AlgoConfig:
             raise ConfigError(f"algo.lr={self.lr} must be > 0")
         if self.kl_coef < 0 or self.entropy_coef < 0:
             raise ConfigError(f"algo.kl_coef={self.kl_coef} and algo.entropy_coef={self.entropy_coef} must be >= 0")
-        if self.is_cap < 1:
-            raise ConfigError(f"algo.is_cap={self.is_cap} must be >= 1 (it truncates pi_old/pi_behavior from above)")
+        try:
+            CorrectionParams.of(self)
+        except ValueError as err:
+            raise ConfigError(f"algo.{err}") from None
 
     def _check_name(self) -> None:
         """Fill a missing ``name`` of a schema instance from its registration; ``ConfigError`` when

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
+from algos import metric_keys as mk
 from algos.advantages import discounted_returns, gigpo_advantages, step_group_counts
 from algos.configs import ConfigError
 from algos.grpo import GrpoConfig
@@ -88,7 +89,7 @@ def gigpo_estimator(steps: StepInputs, algo) -> tuple[Tensor, dict]:
     n_groups, sizes = step_group_counts(steps.group_ids, steps.mask, steps.anchors)
     real = int(steps.mask.sum())
     hits = int(((sizes >= 2) & steps.mask).sum())
-    return adv, {"train/step_groups": n_groups, "train/anchor_hit_rate": hits / real if real else 0.0}
+    return adv, {mk.TRAIN_STEP_GROUPS: n_groups, mk.TRAIN_ANCHOR_HIT_RATE: hits / real if real else 0.0}
 
 
 __all__ = ["GigpoConfig", "check_gigpo", "check_omega", "gigpo_estimator"]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from algos import metric_keys as mk
 from algos.batch import Batch, Trajectory
 from algos.metrics import group_outcome_rates
 from algos.registry import EstimatorSpec, estimator
@@ -39,8 +40,8 @@ def outcome_inputs(trajectories: list[Trajectory]) -> tuple[Tensor, Tensor]:
 def advantage_metrics(adv: Tensor) -> dict:
     """``train/adv_abs_mean`` and ``train/adv_zero_frac`` of the advantages ``adv`` (0 when empty)."""
     if not adv.numel():
-        return {"train/adv_abs_mean": 0.0, "train/adv_zero_frac": 0.0}
-    return {"train/adv_abs_mean": float(adv.abs().mean()), "train/adv_zero_frac": float((adv == 0).float().mean())}
+        return {mk.TRAIN_ADV_ABS_MEAN: 0.0, mk.TRAIN_ADV_ZERO_FRAC: 0.0}
+    return {mk.TRAIN_ADV_ABS_MEAN: float(adv.abs().mean()), mk.TRAIN_ADV_ZERO_FRAC: float((adv == 0).float().mean())}
 
 
 class GroupTrainer(Trainer):
@@ -68,7 +69,7 @@ class GroupTrainer(Trainer):
         if not trajectories:
             return trajectories, {}
         rewards, groups = outcome_inputs(trajectories)
-        metrics = {"train/groups_mixed_rate": group_outcome_rates(rewards, groups)["mixed"]}
+        metrics = {mk.TRAIN_GROUPS_MIXED_RATE: group_outcome_rates(rewards, groups)["mixed"]}
         if not self.algo.dynamic_sampling:
             return trajectories, metrics
         by_group: dict[int, list[float]] = {}
@@ -76,8 +77,8 @@ class GroupTrainer(Trainer):
             by_group.setdefault(t.group_id, []).append(t.train_reward)
         keep_groups = {g for g, rs in by_group.items() if max(rs) != min(rs)}
         kept = [t for t in trajectories if t.group_id in keep_groups]
-        metrics["train/dropped_trajectories"] = len(trajectories) - len(kept)
-        metrics["train/dropped_groups"] = len(by_group) - len(keep_groups)
+        metrics[mk.TRAIN_DROPPED_TRAJECTORIES] = len(trajectories) - len(kept)
+        metrics[mk.TRAIN_DROPPED_GROUPS] = len(by_group) - len(keep_groups)
         return kept, metrics
 
     def advantages(self, batch: Batch, inputs: UpdateInputs) -> Advantages:

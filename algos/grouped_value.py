@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
+from algos import metric_keys as mk
 from algos.advantages import (GROUPED_VALUE_NORMS, discounted_returns, grouped_value_advantages,
                               held_out_state_values, step_group_counts)
 from algos.configs import ConfigError, check_choice
@@ -71,8 +72,8 @@ def grouped_value_estimator(steps: StepInputs, algo) -> tuple[Tensor, dict]:
     hits = int(((sizes >= 2) & steps.mask).sum())
     returns = discounted_returns(steps.rewards, steps.terminated, steps.truncated, gamma=algo.gamma, mask=steps.mask)
     held_out, defined = held_out_state_values(returns, steps.mask, steps.group_ids, steps.anchors)
-    return adv, {"train/step_groups": n_groups, "train/anchor_hit_rate": hits / real if real else 0.0,
-                 "train/state_value_ev_heldout": explained_variance(held_out, returns, defined)}
+    return adv, {mk.TRAIN_STEP_GROUPS: n_groups, mk.TRAIN_ANCHOR_HIT_RATE: hits / real if real else 0.0,
+                 mk.TRAIN_STATE_VALUE_EV_HELDOUT: explained_variance(held_out, returns, defined)}
 
 
 __all__ = ["GroupedValueConfig", "grouped_value_estimator"]

@@ -2,9 +2,9 @@
 step estimator of ``algos.steps.StepTrainer``.
 
 The scored steps of trajectory ``i`` are the turns that carry a reward: every turn whose training
-reward is non-zero (process rewards: ``env.kwargs.reward_mode=process | biased_process``) and
-always its last turn (the outcome is scored there, 0 included). Over ALL scored steps of ALL
-members of group ``g`` (``algos.advantages.process_group_advantages``):
+reward is non-zero (process rewards: ``env.kwargs.reward_mode`` one of the env spec's
+``step_reward_modes``) and always its last turn (the outcome is scored there, 0 included). Over
+ALL scored steps of ALL members of group ``g`` (``algos.advantages.process_group_advantages``):
 
     r~[i, s] = (r[i, s] - mean_g r) / (std_g r + eps)                  (``algo.std``, ``algo.adv_eps``)
     A[i, s]  = sum_{scored s' >= s} r~[i, s']
@@ -30,11 +30,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from algos import metric_keys as mk
 from algos.advantages import process_group_advantages
 from algos.grpo import GrpoConfig
 from algos.registry import register
 from algos.steps import StepInputs, StepTrainer
-from envs import BUGFIX
 
 
 @dataclass
@@ -62,8 +62,7 @@ def fill_from_next_scored(adv: Tensor, scored: Tensor, mask: Tensor) -> Tensor:
     return torch.where(mask, filled, torch.zeros_like(filled))
 
 
-@register("grpo_process", trainer=StepTrainer, step_rewards=True, envs=(BUGFIX.name,),
-          config=GrpoProcessConfig)
+@register("grpo_process", trainer=StepTrainer, step_rewards=True, config=GrpoProcessConfig)
 def process_estimator(steps: StepInputs, algo) -> tuple[Tensor, dict]:
     """``A [N, S]``: the group-normalised rewards of the scored steps, summed from each step on;
     metric ``train/scored_step_frac``."""
@@ -71,7 +70,7 @@ def process_estimator(steps: StepInputs, algo) -> tuple[Tensor, dict]:
     adv = process_group_advantages(steps.rewards, scored, steps.group_ids, std=algo.std, eps=algo.adv_eps)
     real = int(steps.mask.sum())
     return fill_from_next_scored(adv, scored, steps.mask), {
-        "train/scored_step_frac": int(scored.sum()) / real if real else 0.0}
+        mk.TRAIN_SCORED_STEP_FRAC: int(scored.sum()) / real if real else 0.0}
 
 
 __all__ = ["GrpoProcessConfig", "fill_from_next_scored", "process_estimator", "scored_steps"]

@@ -5,8 +5,8 @@ Pure math: tensors in, tensors out. Every loss here is per element; reduce it wi
 the whole batch, so micro-batches / devices can each sum their slice and get the same total.
 
 Registries picked by config name (their errors list the valid names): ``RATIO_KINDS``
-(``algo.ratio``), ``OFF_POLICY_CORRECTIONS`` (``algo.off_policy_correction``), ``KL_ESTIMATORS``
-(``algo.kl_kind``), ``AGGREGATION_MODES`` (``algo.loss_agg``).
+(``algo.ratio``), ``KL_ESTIMATORS`` (``algo.kl_kind``), ``AGGREGATION_MODES`` (``algo.loss_agg``);
+the off-policy corrections (``algo.off_policy_correction``) are ``algos.corrections.CORRECTIONS``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from algos.advantages import _as_bool
+from algos.checks import as_bool
 
 
 def _same_shape(**tensors: Tensor) -> torch.Size:
@@ -92,7 +92,7 @@ def sequence_ratios(
     _same_shape(logp_new=logp_new, logp_old=logp_old, mask=mask)
     if logp_new.dim() != 2:
         raise ValueError(f"logp_new must be 2-D [B, T], got shape {tuple(logp_new.shape)}")
-    m = _as_bool("mask", mask)
+    m = as_bool("mask", mask)
     log_ratio = torch.where(m, logp_new - logp_old, torch.zeros_like(logp_new))
     total = log_ratio.sum(dim=1)
     if length_normalized:
@@ -120,32 +120,6 @@ RATIO_KINDS: dict[str, Callable[[Tensor, Tensor, Tensor], Tensor]] = {
     "sequence": _sequence_ratio_kind,
     "sequence-norm": _sequence_norm_ratio_kind,
 }
-
-
-def _decoupled(old: Tensor, behavior: Tensor, mask: Tensor, is_cap: float) -> tuple[Tensor, Tensor | None]:
-    w = torch.exp(old - behavior).clamp(max=is_cap).detach()
-    return old, torch.where(mask, w, torch.ones_like(w))
-
-
-def _no_correction(old: Tensor, behavior: Tensor, mask: Tensor, is_cap: float) -> tuple[Tensor, Tensor | None]:
-    return old, None
-
-
-def _behavior_as_old(old: Tensor, behavior: Tensor, mask: Tensor, is_cap: float) -> tuple[Tensor, Tensor | None]:
-    return behavior, None
-
-
-# ``algo.off_policy_correction`` -> (old_logp, behavior_logp, mask, is_cap) -> (base, w):
-# the PPO ratio is pi / base and the per-token loss is multiplied by w (None: no weight).
-#   decoupled:        base = pi_old, w = min(pi_old / pi_behavior, is_cap) (detached; 1 off the mask)
-#   none:             base = pi_old, no weight (stale samples used as if on-policy)
-#   behavior-as-old:  base = pi_behavior (the sampler's log-probs as the PPO baseline), no weight
-OFF_POLICY_CORRECTIONS: dict[str, Callable[[Tensor, Tensor, Tensor, float], tuple[Tensor, Tensor | None]]] = {
-    "decoupled": _decoupled,
-    "none": _no_correction,
-    "behavior-as-old": _behavior_as_old,
-}
-
 
 
 def ppo_clip_loss(
@@ -309,7 +283,7 @@ def aggregation_weights(mask: Tensor, mode: str, traj_ids: Tensor | None = None)
     if mask.dim() != 2:
         raise ValueError(f"mask must be 2-D [B, T], got shape {tuple(mask.shape)}")
     dtype = mask.dtype if mask.dtype.is_floating_point else torch.get_default_dtype()
-    m = _as_bool("mask", mask).to(dtype)
+    m = as_bool("mask", mask).to(dtype)
     if traj_ids is not None:
         if not isinstance(traj_ids, Tensor):
             raise ValueError(f"traj_ids must be a torch.Tensor, got {type(traj_ids).__name__}")

@@ -13,7 +13,7 @@ import statistics
 import torch
 from torch import Tensor
 
-from algos.advantages import _as_bool, _as_float, _group_index
+from algos.checks import as_bool, as_float, as_group_index
 
 
 def mixed_group_probability(success_probability, group_size) -> float:
@@ -44,10 +44,10 @@ def group_outcome_rates(rewards: Tensor, group_ids: Tensor) -> dict[str, float]:
     with another value (e.g. all 0.5) counts in all_same only. Singleton groups count as all-same.
     Returns floats plus ``n_groups`` (int); with no groups the fractions are NaN.
     """
-    rewards = _as_float("rewards", rewards)
+    rewards = as_float("rewards", rewards)
     if rewards.dim() != 1:
         raise ValueError(f"rewards must be 1-D [N], got shape {tuple(rewards.shape)}")
-    inverse, n_groups = _group_index(group_ids, rewards.shape[0])
+    inverse, n_groups = as_group_index(group_ids, rewards.shape[0])
     if n_groups == 0:
         nan = float("nan")
         return {"mixed": nan, "all_zero": nan, "all_one": nan, "all_same": nan, "n_groups": 0}
@@ -73,7 +73,7 @@ def _masked_pair(name_x: str, x: Tensor, mask: Tensor | None) -> tuple[Tensor, T
         raise ValueError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
     if mask.shape != x.shape:
         raise ValueError(f"mask has shape {tuple(mask.shape)}, expected {tuple(x.shape)} (the shape of {name_x})")
-    return x, _as_bool("mask", mask)
+    return x, as_bool("mask", mask)
 
 
 def explained_variance(predictions: Tensor, targets: Tensor, mask: Tensor | None = None) -> float:
@@ -90,8 +90,8 @@ def explained_variance(predictions: Tensor, targets: Tensor, mask: Tensor | None
             f"predictions has shape {tuple(predictions.shape)}, expected {tuple(targets.shape)} (the shape of targets)"
         )
     _, m = _masked_pair("targets", targets, mask)
-    r = _as_float("targets", targets).double()[m]
-    v = _as_float("predictions", predictions).double()[m]
+    r = as_float("targets", targets).double()[m]
+    v = as_float("predictions", predictions).double()[m]
     if r.numel() == 0:
         return float("nan")
     var_r = torch.var(r, correction=0).item()
@@ -116,8 +116,8 @@ def explained_variance_ceiling(returns: Tensor, branch_returns: Tensor, valid: T
     masked or cut-off branch is False). Points with fewer than 2 valid branches are left out of
     both terms. NaN when no point is left or Var(G) = 0 over the kept points.
     """
-    g = _as_float("returns", returns).double()
-    b = _as_float("branch_returns", branch_returns).double()
+    g = as_float("returns", returns).double()
+    b = as_float("branch_returns", branch_returns).double()
     if g.dim() != 1 or b.dim() != 2 or b.shape[0] != g.shape[0]:
         raise ValueError(f"returns must be [P] and branch_returns [P, K]; got {tuple(g.shape)} and {tuple(b.shape)}")
     _, v = _masked_pair("branch_returns", b, valid)
@@ -173,8 +173,8 @@ def signed_advantage_mass(advantages: Tensor, weights: Tensor) -> float:
     the negative-advantage trajectories are the longer ones (claim C18's weighting). Shapes:
     ``advantages`` and ``weights`` the same shape (typically [R, T]); 0 where the denominator is 0.
     """
-    a = _as_float("advantages", advantages)
-    w = _as_float("weights", weights)
+    a = as_float("advantages", advantages)
+    w = as_float("weights", weights)
     if a.shape != w.shape:
         raise ValueError(f"weights has shape {tuple(w.shape)}, expected {tuple(a.shape)} (the shape of advantages)")
     if bool((w < 0).any()):

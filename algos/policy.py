@@ -120,19 +120,6 @@ class Block(nn.Module):
         x = x + self.proj(att.reshape(n, d))
         return x + self.out(F.gelu(self.fc(self.ln2(x))))
 
-    def forward_cached(self, x, k_cache, v_cache, batch_idx, write_pos, attn_mask, t_keys, rows=None):
-        """Write this chunk's keys/values at ``(batch_idx, write_pos)`` of the cache (layout
-        ``[B, H, T, Dh]``) and attend over positions ``[:t_keys]`` of the chunk's rows."""
-        q, k, v = self._split(x)
-        k_cache[batch_idx, :, write_pos] = k.transpose(1, 2)
-        v_cache[batch_idx, :, write_pos] = v.transpose(1, 2)
-        if rows is None:
-            keys, vals = k_cache[:, :, :t_keys], v_cache[:, :, :t_keys]
-        else:
-            keys, vals = k_cache[rows, :, :t_keys], v_cache[rows, :, :t_keys]
-        att = F.scaled_dot_product_attention(q, keys, vals, attn_mask=attn_mask)
-        return self._finish(x, att)
-
 
 @dataclass
 class Selection:
@@ -276,13 +263,6 @@ class PolicyModel(nn.Module):
         return logits
 
     @torch.no_grad()
-    def step_last_padded(self, cache: KVCache, tokens: torch.Tensor, n_new: torch.Tensor, rows=None) -> torch.Tensor:
-        """``step_last`` through the padded reference path (``_step_hidden_padded``)."""
-        h = self._step_hidden_padded(cache, tokens, n_new, rows)
-        last = (n_new - 1).clamp(min=0)
-        return self.lm_head(h[torch.arange(h.shape[0]), last])
-
-    @torch.no_grad()
     def prefill(self, cache: KVCache, tokens: torch.Tensor, n_new: torch.Tensor, rows: torch.Tensor | None = None) -> None:
         """Append tokens to the cache without computing logits (a prompt / observation chunk)."""
         self._step_packed(cache, tokens, n_new, rows, "none")
@@ -310,35 +290,6 @@ class PolicyModel(nn.Module):
                                          output if layer == n_layers - 1 else "all")
         cache.lengths[row_ids] = end
         return plan, x
-
-    def _step_hidden_padded(self, cache: KVCache, tokens: torch.Tensor, n_new: torch.Tensor, rows=None) -> torch.Tensor:
-        """The padded reference path of ``_step_packed`` (every position of ``tokens [b, n]``
-        computed; kept for the packed path's tests and the benchmark)."""
-        b, n = tokens.shape
-        start = cache.lengths if rows is None else cache.lengths[rows]
-        end = start + n_new
-        if int(end.max()) > cache.max_len:
-            raise ValueError(f"KV cache row would exceed policy.max_len={cache.max_len}")
-        cache.reserve(cache.max_len + 1)  # padding queries write at the last slot, past every real position
-        offs = torch.arange(n)
-        pos = start[:, None] + offs[None, :]  # [b, n] absolute positions
-        real = offs[None, :] < n_new[:, None]
-        write_pos = torch.where(real, pos, torch.full_like(pos, cache.capacity - 1))
-        emb_pos = torch.where(real, pos, torch.zeros_like(pos))
-        t_keys = max(int(end.max()), 1)
-        key_pos = torch.arange(t_keys)
-        # query j of row i (position pos[i, j]) sees keys at positions <= pos[i, j]
-        mask = (key_pos[None, None, :] <= pos[:, :, None])[:, None]  # [b, 1, n, Tk]
-        row_ids = torch.arange(b) if rows is None else rows
-        batch_idx = row_ids[:, None].expand(b, n)
-        x = self.trunk.tok(tokens) + self.trunk.pos(emb_pos)
-        for layer, block in enumerate(self.trunk.blocks):
-            x = block.forward_cached(x, cache.k[layer], cache.v[layer], batch_idx, write_pos, mask, t_keys, rows)
-        if rows is None:
-            cache.lengths = end
-        else:
-            cache.lengths[rows] = end
-        return self.trunk.ln_f(x)
 
 
 class ValueModel(nn.Module):

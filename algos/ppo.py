@@ -49,9 +49,11 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from algos.advantages import (VALUE_LEVELS, decoupled_gae, discounted_returns, length_adaptive_lam, pick,
+from algos import metric_keys as mk
+from algos.advantages import (VALUE_LEVELS, decoupled_gae, discounted_returns, length_adaptive_lam,
                               relative_position_lam)
 from algos.batch import Batch
+from algos.checks import pick
 from algos.configs import AlgoConfig, ConfigError, check_at_least, check_choice
 from algos.decisions import GAELayout, at_points, gae_layout, on_sampled_tokens
 from algos.losses import aggregate, aggregation_weights, value_loss
@@ -59,7 +61,6 @@ from algos.metrics import explained_variance
 from algos.policy import shift_values
 from algos.registry import register
 from algos.trainer import Advantages, Trainer, UpdateInputs
-from envs import LONG_HORIZON_V3
 
 
 @dataclass
@@ -193,7 +194,7 @@ class PPOTrainer(Trainer):
             tok_adv = torch.where(m, (tok_adv - sel.mean()) / (sel.std(unbiased=False) + 1e-8), torch.zeros_like(tok_adv))
         metrics = self._critic_metrics(batch, layout, adv, ret)
         if isinstance(lam_actor, Tensor) and layout.mask.any():
-            metrics["train/lam_actor_mean"] = float(lam_actor[layout.mask.any(1)].mean())
+            metrics[mk.TRAIN_LAM_ACTOR_MEAN] = float(lam_actor[layout.mask.any(1)].mean())
         return Advantages(tokens=tok_adv * m, returns=at_points(ret, layout, batch),
                           value_mask=at_points(layout.mask.float(), layout, batch), old_values=shift_values(raw),
                           layout=layout, point_advantages=adv, point_returns=ret, metrics=metrics)
@@ -206,18 +207,18 @@ class PPOTrainer(Trainer):
         """Before fitting: mean value / return / |advantage| at the points, and the held-out EV of
         the critic against the complete Monte Carlo returns of terminated trajectories."""
         m = layout.mask
-        out = {"critic/value_mean": float(layout.values[m].mean()) if m.any() else 0.0,
-               "critic/return_mean": float(ret[m].mean()) if m.any() else 0.0,
-               "train/adv_abs_mean": float(adv[m].abs().mean()) if m.any() else 0.0}
+        out = {mk.CRITIC_VALUE_MEAN: float(layout.values[m].mean()) if m.any() else 0.0,
+               mk.CRITIC_RETURN_MEAN: float(ret[m].mean()) if m.any() else 0.0,
+               mk.TRAIN_ADV_ABS_MEAN: float(adv[m].abs().mean()) if m.any() else 0.0}
         complete = torch.tensor([tr.terminated for tr in batch.trajectories], dtype=torch.bool)
         mc = discounted_returns(layout.rewards, layout.terminated, layout.truncated, gamma=self.algo.gamma, mask=m)
         held = m & complete[:, None]
         if held.sum() >= 2:
-            out["critic/explained_variance_heldout"] = explained_variance(layout.values[held], mc[held])
+            out[mk.CRITIC_EXPLAINED_VARIANCE_HELDOUT] = explained_variance(layout.values[held], mc[held])
             if self.algo.value_warmup_updates and self.updates_done == self.algo.value_warmup_updates:
                 # the first batch after the warm-up: the pretrained critic on rollouts it never fitted
-                out["critic/warmup_explained_variance_heldout"] = out["critic/explained_variance_heldout"]
-        out["critic/heldout_points"] = int(held.sum())
+                out[mk.CRITIC_WARMUP_EXPLAINED_VARIANCE_HELDOUT] = out[mk.CRITIC_EXPLAINED_VARIANCE_HELDOUT]
+        out[mk.CRITIC_HELDOUT_POINTS] = int(held.sum())
         return out
 
     def loss_weights(self, mb, batch: Batch, inputs: UpdateInputs, adv: Advantages) -> dict:
@@ -238,10 +239,10 @@ class PPOTrainer(Trainer):
 
     def fit_metrics(self, batch: Batch, adv: Advantages, fitted_values) -> dict:
         """In-batch EV: the last epoch's fitted values vs the GAE returns they were trained on."""
-        out = {"train/policy_frozen": float(self.policy_frozen())}
+        out = {mk.TRAIN_POLICY_FROZEN: float(self.policy_frozen())}
         vm = adv.value_mask > 0
         if vm.any():
-            out["critic/explained_variance_in_batch"] = explained_variance(fitted_values[vm], adv.returns[vm])
+            out[mk.CRITIC_EXPLAINED_VARIANCE_IN_BATCH] = explained_variance(fitted_values[vm], adv.returns[vm])
         return out
 
 
@@ -270,8 +271,7 @@ def segment_end_as_terminal(layout: GAELayout) -> GAELayout:
     return replace(layout, terminated=terminated, next_values=next_values)
 
 
-@register("ppo_segment_terminal", critic=True, envs=(LONG_HORIZON_V3.name,),
-          config=PpoSegmentTerminalConfig)
+@register("ppo_segment_terminal", critic=True, compression=True, config=PpoSegmentTerminalConfig)
 class SegmentTerminalPPOTrainer(PPOTrainer):
     """PPO with every compression boundary labelled terminal (``segment_end_as_terminal``): the
     boundary setting claim C17's example (docs/claims.md) rules out (a compression is a continuation, so V

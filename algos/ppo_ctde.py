@@ -1,5 +1,6 @@
 """Two learning agents: PPO with a centralized critic (``ppo_ctde``) and independent PPO
-(``ppo_independent``), for PairFix rollouts (``algos.pair_rollout``).
+(``ppo_independent``), for the rollouts of a multi-agent env (``algos.rollout.RolloutEngine`` on a
+PettingZoo env, e.g. PairFix: ``algos.pair_rollout``'s ``PairEpisode``s).
 
 Centralized training, decentralized execution (CTDE, as in MADDPG / MAPPO):
 
@@ -42,6 +43,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from algos import metric_keys as mk
 from algos.batch import Batch
 from algos.compute import attention_flops
 from algos.configs import ConfigError
@@ -51,7 +53,6 @@ from algos.policy import shift_values
 from algos.ppo import PPOTrainer, PpoConfig
 from algos.registry import register
 from algos.trainer import Advantages, ForwardOutput, UpdateInputs
-from envs.pairfix import AGENTS
 
 
 @dataclass
@@ -62,15 +63,13 @@ class PpoIndependentConfig(PpoConfig):
     value_level: str = "turn"
     # one policy (and critic) for both agents, the agent id in the first observation
     shared_policy: bool = False
-    # agents whose policy is never updated (a subset of a, b; needs shared_policy=false)
+    # agents whose policy is never updated (distinct agents of the env; needs shared_policy=false)
     frozen: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        bad = [a for a in self.frozen if a not in AGENTS]
-        if bad or len(set(self.frozen)) != len(self.frozen):
-            raise ConfigError(f"algo.frozen={list(self.frozen)!r} is invalid; allowed: distinct agents of "
-                              f"{', '.join(AGENTS)}")
+        if len(set(self.frozen)) != len(self.frozen):
+            raise ConfigError(f"algo.frozen={list(self.frozen)!r} is invalid; allowed: distinct agent names")
         if self.shared_policy and self.frozen:
             raise ConfigError(f"algo.frozen={list(self.frozen)!r} needs algo.shared_policy=false (a frozen agent "
                               "needs its own policy)")
@@ -112,7 +111,7 @@ def joint_inputs(batch: Batch) -> JointInputs:
         seg = batch.segment(row)
         if points is None or len(traj.segments) != 1 or len(points) != len(seg.turns):
             raise ValueError("algo=ppo_ctde needs PairTrajectory rows (one segment, one joint state per turn) "
-                             "from algos.pair_rollout; use algo=ppo for single-agent envs")
+                             "from the rollout engine on a multi-agent env; use algo=ppo for single-agent envs")
         for turn, ids in zip(seg.turns, points):
             rows.append(row)
             positions.append(turn.start - 1)
@@ -208,17 +207,18 @@ class CentralCriticPPOTrainer(PPOTrainer):
         return super().critic_loss(rows, raw, adv, weights)
 
     def fit_metrics(self, batch: Batch, adv: Advantages, fitted_values) -> dict:
-        out = {"train/policy_frozen": float(self.policy_frozen())}
+        out = {mk.TRAIN_POLICY_FROZEN: float(self.policy_frozen())}
         vm = adv.value_mask > 0
         if vm.any():
             self.critic.eval()
             fitted = shift_values(self.central_raw(torch.arange(batch.num_rows), tuple(batch.tokens.shape), grad=False))
-            out["critic/explained_variance_in_batch"] = explained_variance(fitted[vm], adv.returns[vm])
+            out[mk.CRITIC_EXPLAINED_VARIANCE_IN_BATCH] = explained_variance(fitted[vm], adv.returns[vm])
         return out
 
 
 def pair_rollout_metrics(episodes: list[PairEpisode]) -> dict:
-    """Per-agent rollout metrics of ``PairRolloutEngine.collect`` output (unmasked episodes):
+    """Per-agent rollout metrics of the ``PairEpisode``s ``RolloutEngine.collect`` returns for a
+    multi-agent env (unmasked episodes; the agents are the episodes' own, in the env's order):
 
     - ``agent_X/rollout/success``: the verifier's 0/1 (a team outcome, equal for both agents);
     - ``agent_X/rollout/success_bug_in_X_only``: the same on tasks whose bug is only in X's file;
@@ -228,23 +228,23 @@ def pair_rollout_metrics(episodes: list[PairEpisode]) -> dict:
     - ``rollout/success`` and ``rollout/episodes`` for the team.
     """
     live = [ep for ep in episodes if not ep.masked]
-    out: dict = {"rollout/episodes": len(live)}
+    out: dict = {mk.ROLLOUT_EPISODES: len(live)}
     if not live:
         return out
-    out["rollout/success"] = sum(int(ep.final_info.get("verified") or 0) for ep in live) / len(live)
-    for a in AGENTS:
+    out[mk.ROLLOUT_SUCCESS] = sum(int(ep.final_info.get("verified") or 0) for ep in live) / len(live)
+    for a in live[0].by_agent:  # the env's agents, in order
         trajs = agent_trajectories(live, a)
         only = [ep for ep in live if ep.final_info.get("bug_in") == a]
-        p = f"agent_{a}/rollout/"
-        out[p + "success"] = out["rollout/success"]
+        out[mk.agent_key(a, mk.ROLLOUT_SUCCESS)] = out[mk.ROLLOUT_SUCCESS]
         if only:
-            out[p + "success_bug_in_" + a + "_only"] = sum(int(ep.final_info.get("verified") or 0) for ep in only) / len(only)
-        out[p + "file_fixed"] = sum(1 for ep in live if ep.final_info.get(f"file_fixed_{a}")) / len(live)
-        out[p + "turns"] = sum(t.turns for t in trajs) / len(live)
-        out[p + "messages_sent"] = sum(t.messages_sent for t in trajs) / len(live)
+            only_key = mk.agent_key(a, mk.member(mk.ROLLOUT_SUCCESS_BUG_IN_ONLY, X=a))
+            out[only_key] = sum(int(ep.final_info.get("verified") or 0) for ep in only) / len(only)
+        out[mk.agent_key(a, mk.ROLLOUT_FILE_FIXED)] = sum(1 for ep in live if ep.final_info.get(f"file_fixed_{a}")) / len(live)
+        out[mk.agent_key(a, mk.ROLLOUT_TURNS)] = sum(t.turns for t in trajs) / len(live)
+        out[mk.agent_key(a, mk.ROLLOUT_MESSAGES_SENT)] = sum(t.messages_sent for t in trajs) / len(live)
         n_turns = sum(t.turns for t in trajs)
         errors = sum(1 for t in trajs for seg in t.segments for turn in seg.turns if turn.tool_status == "format_error")
-        out[p + "format_error_rate"] = errors / n_turns if n_turns else 0.0
+        out[mk.agent_key(a, mk.ROLLOUT_FORMAT_ERROR_RATE)] = errors / n_turns if n_turns else 0.0
     return out
 
 
@@ -252,17 +252,20 @@ class PairLearner:
     """The one two-agent learner: the trainers of both agents and everything done to them as a
     pair. ``trainers[agent]`` is the trainer updating ``agent``'s policy (the same object for both
     agents with ``shared_policy``; ``owners`` lists each distinct trainer once, under its first
-    agent). ``frozen`` agents are not updated (their policy stays at its start weights: the
-    non-stationarity control of claim C22). Training logic only: no rollouts, files or clocks."""
+    agent; the keys of ``trainers`` are the env's agents, in order). ``frozen`` agents are not
+    updated (their policy stays at its start weights: the non-stationarity control of claim C22).
+    Training logic only: no rollouts, files or clocks."""
 
     def __init__(self, trainers: dict, frozen: tuple[str, ...] = ()) -> None:
-        bad = [a for a in (*trainers, *frozen) if a not in AGENTS]
-        if bad or set(trainers) != set(AGENTS):
-            raise ValueError(f"trainers must map exactly the agents {AGENTS}; got {sorted(trainers)} (frozen {frozen})")
+        bad = [a for a in frozen if a not in trainers]
+        if bad or len(trainers) < 2:
+            raise ValueError(f"trainers must map two or more agents and frozen a subset of them; got {list(trainers)} "
+                             f"(frozen {list(frozen)})")
         self.trainers = trainers
         self.frozen = tuple(frozen)
-        self.shared = trainers["a"] is trainers["b"]
-        self.owners: tuple[str, ...] = ("a",) if self.shared else AGENTS
+        firsts = {id(t): a for a, t in reversed(trainers.items())}
+        self.owners: tuple[str, ...] = tuple(a for a in trainers if firsts[id(trainers[a])] == a)
+        self.shared = len(self.owners) < len(trainers)
 
     def models(self) -> dict:
         """``{agent: policy}`` of both agents (one object twice with ``shared_policy``)."""
@@ -281,17 +284,13 @@ class PairLearner:
         """One update of every non-frozen agent on its own trajectories of ``episodes``; metrics
         ``agent_X/...`` (trainer and rollout) plus the team ``rollout/...``."""
         metrics = pair_rollout_metrics(episodes)
-        if self.shared:
-            trajs = [ep.for_agent(a) for ep in episodes for a in ep.agents() if a not in self.frozen]
+        for owner in self.owners:
+            trainer = self.trainers[owner]
+            agents = [a for a, t in self.trainers.items() if t is trainer and a not in self.frozen]
+            trajs = [ep.for_agent(a) for ep in episodes for a in ep.agents() if a in agents]
             if trajs:
-                m = self.trainers["a"].update(trajs)
-                metrics.update({f"agent_{a}/{k}": v for a in AGENTS if a not in self.frozen for k, v in m.items()})
-            return metrics
-        for a in AGENTS:
-            if a in self.frozen:
-                continue
-            m = self.trainers[a].update(agent_trajectories(episodes, a))
-            metrics.update({f"agent_{a}/{k}": v for k, v in m.items()})
+                m = trainer.update(trajs)
+                metrics.update({mk.agent_key(a, k): v for a in agents for k, v in m.items()})
         return metrics
 
     def state_dict(self) -> dict:

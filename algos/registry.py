@@ -1,9 +1,11 @@
 """The trainer registry: algorithm name -> the trainer that runs it, its traits, and (for a group
 method) the advantage estimator that trainer picks.
 
-A leaf module of ``algos`` (it imports nothing from ``algos``; the env names come from the env
-specs, ``envs.SPECS``), so ``algos.trainer`` (the base class) and the algorithms can all import it
-without importing each other.
+A leaf module of ``algos`` (it imports nothing from ``algos`` and names no env), so
+``algos.trainer`` (the base class) and the algorithms can all import it without importing each
+other. A trainer's traits say what it needs from an env (how many agents, per-step rewards,
+compression boundaries); which env specs offer that is answered in the config layer
+(``experiments.runtime.schema.method_envs``), which reads ``envs.SPECS``.
 
 Two kinds of registration, each with its :class:`TrainerTraits`:
 
@@ -21,8 +23,8 @@ defined next to the trainer): it enters :data:`CONFIGS` (:func:`config_schemas`)
 so a trainer's name is written once, in its registration.
 
 :func:`trainer_traits` and :func:`trainers_with` answer "does it train a critic", "how many
-agents", "which envs" for the config checks, the compare job and the report, so that no other
-module keeps a list of names. The built-in algorithms live in ``BUILTIN_MODULES`` and are
+agents", "what does it need from the env" for the config checks, the compare job and the report,
+so that no other module keeps a list of names. The built-in algorithms live in ``BUILTIN_MODULES`` and are
 imported on the first lookup, so a caller never has to import them for their side effect.
 """
 
@@ -32,16 +34,9 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from envs import SPECS
-
 # modules whose import registers the built-in trainers
 BUILTIN_MODULES = ("algos.grpo", "algos.ppo", "algos.rloo", "algos.gigpo", "algos.grpo_process", "algos.ppo_ctde",
                    "algos.grouped_value")
-#: env short names (``env.name``) a one-agent method runs on unless its registration narrows them:
-#: every env spec with ``agents == 1``
-SINGLE_AGENT_ENVS = tuple(s.name for s in SPECS if s.agents == 1)
-#: env short names of the two-agent env(s) (specs with ``agents == 2``), the only envs of a two-agent method
-PAIR_AGENT_ENVS = tuple(s.name for s in SPECS if s.agents == 2)
 
 
 @dataclass(frozen=True)
@@ -50,21 +45,22 @@ class TrainerTraits:
 
     ``critic``: it trains a value function (``policy.critic=auto`` gives it one, the report shows
     its explained variance); ``agents``: 1, or 2 for the two-agent env (run by the pair learner);
-    ``step_rewards``: it reads per-step rewards (the env must pay them); ``envs``: the ``env.name``
-    values a comparison may train it on; ``central_critic``: (two agents) its critic reads both
-    agents' contexts, so the critic's window is ``2 * policy.max_len + 2`` tokens."""
+    ``step_rewards``: it reads per-step rewards (the env must pay them: its spec's
+    ``step_reward_modes``); ``compression``: it differs from its base method only at compression
+    boundaries (a run needs the compression wrapper on); ``central_critic``: (two agents) its critic
+    reads both agents' contexts, so the critic's window is ``2 * policy.max_len + 2`` tokens."""
 
     critic: bool = False
     agents: int = 1
     step_rewards: bool = False
-    envs: tuple[str, ...] = SINGLE_AGENT_ENVS
+    compression: bool = False
     central_critic: bool = False
 
     def __post_init__(self) -> None:
         if self.agents not in (1, 2):
             raise ValueError(f"agents={self.agents} is not a valid trainer trait; allowed: 1, 2")
-        if not self.envs:
-            raise ValueError("envs=() leaves the trainer no env to run on; name at least one env")
+        if self.compression and self.agents != 1:
+            raise ValueError("compression=True needs agents=1 (a two-agent run has no compression wrapper)")
         if self.central_critic and not (self.critic and self.agents == 2):
             raise ValueError("central_critic=True needs critic=True and agents=2 (a critic over both agents' contexts)")
 
@@ -105,10 +101,9 @@ def _registered_object(name: str):
 
 
 def register(name: str, *, critic: bool = False, agents: int = 1, step_rewards: bool = False,
-             envs: tuple[str, ...] | None = None, central_critic: bool = False, trainer: type | None = None,
+             compression: bool = False, central_critic: bool = False, trainer: type | None = None,
              check: Callable | None = None, config: type | None = None):
-    """Decorator registering ``name`` with its :class:`TrainerTraits` (``envs`` None =
-    :data:`SINGLE_AGENT_ENVS` for one agent, :data:`PAIR_AGENT_ENVS` for two).
+    """Decorator registering ``name`` with its :class:`TrainerTraits`.
 
     Without ``trainer``: on a ``Trainer`` subclass, ``TRAINERS[name] = cls``. With ``trainer`` (a
     class whose ``estimator_kind`` is a key of :data:`ESTIMATOR_KINDS`): on an estimator function,
@@ -116,9 +111,7 @@ def register(name: str, *, critic: bool = False, agents: int = 1, step_rewards: 
     ``TRAINERS[name] = trainer``. ``config`` (a dataclass with a ``name`` field): ``CONFIGS[name] =
     config``. A name registered twice, or a config class registered with a second name, raises
     ``ValueError`` (two methods cannot answer to one ``algo.name``; a schema names one method)."""
-    if envs is None:
-        envs = PAIR_AGENT_ENVS if agents == 2 else SINGLE_AGENT_ENVS
-    traits = TrainerTraits(critic=critic, agents=agents, step_rewards=step_rewards, envs=tuple(envs),
+    traits = TrainerTraits(critic=critic, agents=agents, step_rewards=step_rewards, compression=compression,
                            central_critic=central_critic)
     kind = None if trainer is None else getattr(trainer, "estimator_kind", None)
     if trainer is not None and kind not in ESTIMATOR_KINDS:
@@ -224,6 +217,6 @@ def make_trainer(name: str, *args, **kwargs):
     return TRAINERS[name](*args, **kwargs)
 
 
-__all__ = ["BUILTIN_MODULES", "CONFIGS", "ESTIMATORS", "ESTIMATOR_KINDS", "EstimatorSpec", "PAIR_AGENT_ENVS", "SINGLE_AGENT_ENVS",
+__all__ = ["BUILTIN_MODULES", "CONFIGS", "ESTIMATORS", "ESTIMATOR_KINDS", "EstimatorSpec",
            "TRAINERS", "TRAITS", "TrainerTraits", "config_name", "config_schemas", "estimator", "load_builtin_trainers", "make_trainer", "register",
            "trainer_traits", "trainers_with", "unregister"]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from algos import metric_keys as mk
 from algos.batch import Batch, Trajectory
 from algos.decisions import GAELayout, gae_layout, on_sampled_tokens
 from algos.group import GroupTrainer, advantage_metrics
@@ -114,15 +115,15 @@ class StepTrainer(GroupTrainer):
         if not trajectories:
             return trajectories, {}
         steps = step_inputs(trajectories)
-        metrics = {"train/groups_mixed_rate": group_outcome_rates(steps.episode_rewards, steps.group_ids)["mixed"]}
+        metrics = {mk.TRAIN_GROUPS_MIXED_RATE: group_outcome_rates(steps.episode_rewards, steps.group_ids)["mixed"]}
         if not self.algo.dynamic_sampling:
             return trajectories, metrics
         adv, _ = self.estimator.fn(steps, self.algo)
         signal = (adv != 0).any(1)
         live_groups = set(steps.group_ids[signal].tolist())
         kept = [t for t in trajectories if t.group_id in live_groups]
-        metrics["train/dropped_trajectories"] = len(trajectories) - len(kept)
-        metrics["train/dropped_groups"] = len(set(steps.group_ids.tolist())) - len(live_groups)
+        metrics[mk.TRAIN_DROPPED_TRAJECTORIES] = len(trajectories) - len(kept)
+        metrics[mk.TRAIN_DROPPED_GROUPS] = len(set(steps.group_ids.tolist())) - len(live_groups)
         return kept, metrics
 
     def advantages(self, batch: Batch, inputs: UpdateInputs) -> Advantages:

@@ -20,7 +20,7 @@ trajectories and returns one ``train/*`` + ``critic/*`` metrics dict. It is
 3. ``optimize``: loss aggregation weights computed ONCE per optimizer batch (``loss_weights``) and
    sliced for micro-batches, so accumulation equals one big batch; per slice the clipped policy
    loss with the ratio of ``RATIO_KINDS[algo.ratio]`` against the baseline and weight of
-   ``OFF_POLICY_CORRECTIONS[algo.off_policy_correction]``, the KL to the reference, the entropy
+   ``algos.corrections.CORRECTIONS[algo.off_policy_correction]``, the KL to the reference, the entropy
    bonus, plus the algorithm's ``critic_loss`` (PPO's value loss).
 
 Logged numbers do not depend on how the work is split: ``train/policy_loss`` and
@@ -32,10 +32,10 @@ forward of the update (weighted by the tokens they cover), so ``micro_batch_rows
 them.
 
 Names are picked from registries (``algos.registry.TRAINERS``, ``algos.losses.RATIO_KINDS`` /
-``OFF_POLICY_CORRECTIONS``, ``LR_SCHEDULES`` here); nothing here branches on a config string.
+``algos.corrections.CORRECTIONS``, ``LR_SCHEDULES`` here); nothing here branches on a config string.
 Fields read from ``algo`` by this base class (both algorithms): ``lr, lr_schedule, weight_decay,
 epochs, minibatches, micro_batch_rows, max_grad_norm, clip_low, clip_high, dual_clip, ratio,
-loss_agg, kl_coef, kl_kind, entropy_coef, off_policy_correction, is_cap``.
+loss_agg, kl_coef, kl_kind, entropy_coef, off_policy_correction`` and ``CorrectionParams``' fields.
 """
 
 from __future__ import annotations
@@ -48,12 +48,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from algos.advantages import pick
+from algos import metric_keys as mk
 from algos.batch import (MIN_SHARED_PREFIX, Batch, Trajectory, collate, common_prefix_length, length_buckets,
                          row_lengths)
+from algos.checks import pick
 from algos.compute import ComputeMeter, attention_flops
+from algos.corrections import CORRECTIONS, CorrectionParams, correct, mismatch_metrics
 from algos.losses import (
-    OFF_POLICY_CORRECTIONS,
     RATIO_KINDS,
     aggregate,
     aggregation_weights,
@@ -75,7 +76,7 @@ LR_SCHEDULES = {
 
 # logged numbers that describe how the work was laid out (so they do depend on micro_batch_rows):
 # real tokens / computed positions of the update's forwards
-SPLIT_COST_KEYS = frozenset({"train/padding_efficiency"})
+SPLIT_COST_KEYS = frozenset({mk.TRAIN_PADDING_EFFICIENCY})
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ class UpdateStats:
         self._sums[name] = self._sums.get(name, 0.0) + float(values.detach()[mask].double().sum())
         self._counts[name] = self._counts.get(name, 0) + int(mask.sum())
 
-    def metrics(self, prefix: str = "train/") -> dict[str, float]:
+    def metrics(self, prefix: str = mk.TRAIN) -> dict[str, float]:
         out = {f"{prefix}{k}": sum(v) / len(v) for k, v in self._steps.items()}
         out.update({f"{prefix}{k}": self._sums[k] / n for k, n in self._counts.items() if n > 0})
         return out
@@ -190,7 +191,8 @@ class Trainer:
         temperature: float = 1.0,
         meter: ComputeMeter | None = None,
     ) -> None:
-        self._correction = pick(OFF_POLICY_CORRECTIONS, "algo.off_policy_correction", algo.off_policy_correction)
+        pick(CORRECTIONS, "algo.off_policy_correction", algo.off_policy_correction)
+        self._correction_params = CorrectionParams.of(algo)
         self._ratio = pick(RATIO_KINDS, "algo.ratio", algo.ratio)
         self._lr_multiplier = pick(LR_SCHEDULES, "algo.lr_schedule", algo.lr_schedule)
         self.algo = algo
@@ -270,12 +272,12 @@ class Trainer:
         prepared = self.prepare_batch(trajectories)
         if prepared is None:
             self.updates_done += 1
-            return UpdateRecord(metrics={**self._selection(trajectories)[1], "train/skipped": 1})
+            return UpdateRecord(metrics={**self._selection(trajectories)[1], mk.TRAIN_SKIPPED: 1})
         batch, inputs = prepared
         adv = self.advantages(batch, inputs)
         metrics = {**inputs.metrics, **adv.metrics, **self.optimize(batch, inputs, adv)}
         self.updates_done += 1
-        metrics["train/update_seconds"] = time.perf_counter() - t0
+        metrics[mk.TRAIN_UPDATE_SECONDS] = time.perf_counter() - t0
         return UpdateRecord(metrics=metrics, batch=batch, inputs=inputs, advantages=adv)
 
     def prepare_batch(self, trajectories: list[Trajectory]) -> tuple[Batch, UpdateInputs] | None:
@@ -298,10 +300,8 @@ class Trainer:
         value_at = value_positions(batch)
         with torch.no_grad():
             self.policy.eval()
-            if fuse:
-                old_logp = torch.zeros_like(batch.behavior_logp)
-            else:
-                old_logp = torch.zeros_like(batch.behavior_logp)
+            old_logp = torch.zeros_like(batch.behavior_logp)  # fused: filled by optimize's first epoch
+            if not fuse:
                 has_values = self.critic is not None or self.policy.value_head is not None
                 old_values = torch.zeros_like(batch.behavior_logp) if has_values else None
                 for idx in buckets:
@@ -391,22 +391,24 @@ class Trainer:
         metrics = stats.metrics()
         act = batch.action_mask > 0
         gap = (inputs.old_logp - batch.behavior_logp).abs()
-        metrics["train/behavior_old_logp_gap"] = float(gap[act].mean()) if act.any() else 0.0
-        metrics["train/behavior_old_logp_gap_max"] = float(gap[act].max()) if act.any() else 0.0
+        metrics[mk.TRAIN_BEHAVIOR_OLD_LOGP_GAP] = float(gap[act].mean()) if act.any() else 0.0
+        metrics[mk.TRAIN_BEHAVIOR_OLD_LOGP_GAP_MAX] = float(gap[act].max()) if act.any() else 0.0
+        metrics.update(mismatch_metrics(inputs.old_logp, batch.behavior_logp, inputs.loss_mask, self._correction_params))
         stale = batch.policy_version[act]
-        metrics["train/sampler_version_lag"] = float(self.updates_done - stale.float().mean()) if stale.numel() else 0.0
+        lag = self.updates_done - stale.float() if stale.numel() else torch.zeros(1)
+        metrics[mk.OFF_POLICY_STALENESS_MEAN], metrics[mk.OFF_POLICY_STALENESS_MAX] = float(lag.mean()), float(lag.max())
         metrics.update(self.fit_metrics(batch, adv, fitted))
-        metrics["train/agg_weight_shift"] = agg_weight_shift(batch)
+        metrics[mk.TRAIN_AGG_WEIGHT_SHIFT] = agg_weight_shift(batch)
         # the policy term's weights on the whole batch (one optimizer batch): the same number
         # however the update is split into minibatches and micro-batches
         whole = self.loss_weights(torch.arange(r), batch, inputs, adv)["policy"]
-        metrics["train/signed_adv_mass"] = signed_advantage_mass(adv.tokens, whole)
-        metrics["train/tokens"] = int(batch.valid.sum())
-        metrics["train/action_tokens"] = int(act.sum())
-        metrics["train/rows"] = r
-        metrics["train/max_row_len"] = int(lengths.max())
+        metrics[mk.TRAIN_SIGNED_ADV_MASS] = signed_advantage_mass(adv.tokens, whole)
+        metrics[mk.TRAIN_TOKENS] = int(batch.valid.sum())
+        metrics[mk.TRAIN_ACTION_TOKENS] = int(act.sum())
+        metrics[mk.TRAIN_ROWS] = r
+        metrics[mk.TRAIN_MAX_ROW_LEN] = int(lengths.max())
         pos = self._positions
-        metrics["train/padding_efficiency"] = pos["real"] / pos["computed"] if pos["computed"] else 1.0
+        metrics[mk.TRAIN_PADDING_EFFICIENCY] = pos["real"] / pos["computed"] if pos["computed"] else 1.0
         self._positions = {"real": 0, "computed": 0}
         return metrics
 
@@ -432,7 +434,7 @@ class Trainer:
     def _selection(self, trajectories: list[Trajectory]) -> tuple[list[Trajectory], dict]:
         live = [t for t in trajectories if not t.masked]
         kept, sel_metrics = self.select(live)
-        metrics = {"train/masked_trajectories": len(trajectories) - len(live), "train/trajectories": len(kept),
+        metrics = {mk.TRAIN_MASKED_TRAJECTORIES: len(trajectories) - len(live), mk.TRAIN_TRAJECTORIES: len(kept),
                    **sel_metrics}
         temps = {t.temperature for t in kept if t.temperature is not None}
         if temps - {self.temperature}:
@@ -487,7 +489,8 @@ class Trainer:
                                    entropy_grad=bool(algo.entropy_coef) and not frozen)
         if fill_old:
             inputs.old_logp[rows, :width] = logp.detach()  # the old weights' log-probs (no step taken yet)
-        base, is_w = self._correction(inputs.old_logp[rows, :width], batch.behavior_logp[rows, :width], m, algo.is_cap)
+        base, is_w = correct(algo.off_policy_correction, logp, inputs.old_logp[rows, :width],
+                             batch.behavior_logp[rows, :width], adv.tokens[rows, :width], m, self._correction_params)
         ratio = self._ratio(logp, base, m)
         pg, clipped = ppo_clip_loss(ratio, adv.tokens[rows, :width], algo.clip_low, algo.clip_high, algo.dual_clip)
         if is_w is not None:
@@ -595,6 +598,6 @@ def frozen_copy(model: PolicyModel) -> PolicyModel:
     return ref
 
 
-__all__ = ["Advantages", "LR_SCHEDULES", "SPLIT_COST_KEYS", "OFF_POLICY_CORRECTIONS", "RATIO_KINDS", "TRAINERS", "Trainer",
+__all__ = ["Advantages", "LR_SCHEDULES", "SPLIT_COST_KEYS", "CORRECTIONS", "RATIO_KINDS", "TRAINERS", "Trainer",
            "UpdateInputs", "UpdateRecord", "UpdateStats", "agg_weight_shift", "value_positions", "frozen_copy", "make_trainer",
            "optimizer_groups", "register"]

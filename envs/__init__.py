@@ -4,10 +4,12 @@ Each env module or package exports exactly one ``SPEC`` (``envs.bugfix``, ``envs
 ``envs.long_horizon_v3``, ``envs.pairfix``); ``SPECS`` holds them in order and :func:`spec_of`
 finds one by short name or id. ``import envs`` registers every one-agent spec with Gymnasium
 (the only place ``gymnasium.register`` is called); a two-agent spec (a ``pettingzoo.AECEnv``,
-which ``gymnasium.make`` refuses) is built with :func:`make_multi_agent`. Earlier versions are
-not registered: ``gymnasium.make`` of one raises Gymnasium's ``DeprecatedEnv`` error naming the
-current version (each env's Version History says what changed). :func:`make` builds a one-agent
-env with the optional context-compression wrapper on top. :func:`scripted_agent` and
+which ``gymnasium.make`` refuses) is built with :func:`make_multi_agent`. Earlier versions of a
+one-agent env are not registered (but LongHorizon-v1, kept beside v3 for its claims):
+``gymnasium.make`` of one raises Gymnasium's ``DeprecatedEnv`` error naming the newest version
+(each env's Version History says what changed); :func:`make` and :func:`make_multi_agent` refuse
+an id outside theirs with a ``ValueError`` listing the allowed ones. :func:`make` builds a
+one-agent env with the optional context-compression wrapper on top. :func:`scripted_agent` and
 :func:`floor_agents` build an env's scripted agents (imported on first use); :func:`instructions`
 is an env's tools and action grammar as text for a model that has never seen it.
 """
@@ -90,16 +92,19 @@ def floor_agents(env: str) -> tuple[str, ...]:
     return tuple(resolve(spec.floor_agents))
 
 
-def make(env_id: str, compression: dict | None = None, **env_kwargs) -> gymnasium.Env:
-    """``gymnasium.make(env_id, **env_kwargs)``, wrapped in ``ContextCompression(**compression)``
-    when ``compression`` is given and its ``strategy`` is not ``"none"``."""
+def make(env_id: str, compression=None, **env_kwargs) -> gymnasium.Env:
+    """``gymnasium.make(env_id, **env_kwargs)``, wrapped in ``ContextCompression`` when
+    ``compression`` (an ``envs.compression.CompressionSettings``, or a dict of its fields) is given
+    and its ``strategy`` is not ``"none"``."""
     if env_id not in ENV_IDS:
         raise ValueError(f"unknown env id {env_id!r}; allowed: {', '.join(ENV_IDS)}")
     env = gymnasium.make(env_id, **env_kwargs)
-    if compression and compression.get("strategy", "none") != "none":
-        from envs.compression import ContextCompression
+    if compression:
+        from envs.compression import CompressionSettings, ContextCompression
 
-        env = ContextCompression(env, **compression)
+        settings = CompressionSettings(**compression) if isinstance(compression, dict) else compression
+        if settings.strategy != "none":
+            env = ContextCompression(env, settings)
     return env
 
 

@@ -5,15 +5,16 @@ compressed context is the first observation of the next segment and the episode 
 (trainers bootstrap across it, claims C13/C16/C17). Strategies are chosen by name from
 ``STRATEGIES``; each reads only the wrapper's own turn log and the env's contract methods
 ``task_statement()`` / ``memory_facts()`` (an ``envs.memory.MemoryFacts``; docs/interfaces.md), so
-they work on every env.
+they work on every env. The wrapper's knobs and their defaults are declared once,
+:class:`CompressionSettings` (the config layer's ``compression`` group is that dataclass).
 """
 
 from __future__ import annotations
 
 import copy
 import string
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import asdict, dataclass
+from typing import Callable, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -185,6 +186,30 @@ def _check_knobs(trigger, budget_tokens, budget_fraction, every_turns, keep_last
         raise ValueError(f"drop_prob must be in [0, 1], got {drop_prob!r}")
 
 
+@dataclass
+class CompressionSettings:
+    """The knobs of :class:`ContextCompression`, with their defaults: its one declaration (the
+    Hydra ``compression`` group, ``experiments.runtime.schema.CompressionConfig``, extends it; the
+    wrapper reads it; ``envs.make(..., compression=...)`` takes it). The wrapper checks the values
+    when built (``ValueError`` naming the first bad knob)."""
+
+    # a name in STRATEGIES; "none" = no wrapper
+    strategy: str = "none"
+    # tokens | turns | action (the agent may also send 'compact')
+    trigger: str = "tokens"
+    # the token trigger fires above budget_fraction * budget_tokens context tokens
+    budget_tokens: int = 256
+    budget_fraction: float = 0.8
+    # segment length for trigger=turns (required there)
+    every_turns: Optional[int] = None
+    # raw turns kept by recent / mask_observations (>= 1)
+    keep_last: int = 2
+    # compressions per episode at most (>= 0)
+    max_compactions: int = 8
+    # per-field drop probability of structured_summary (0..1)
+    drop_prob: float = 0.0
+
+
 def _widened_space(inner: gym.Space) -> spaces.Text:
     """Compressed contexts may be longer than any single tool output and contain the wrapper's
     header words: the inner text space widened to every printable character and 2^20 characters."""
@@ -245,6 +270,8 @@ class ContextCompression(gym.Wrapper, gym.utils.RecordConstructorArgs):
     Args:
         env: an env implementing ``task_statement() -> str`` and ``memory_facts() -> MemoryFacts``
             on ``env.unwrapped``.
+        settings: the knobs below as a :class:`CompressionSettings`; or give the knobs as keywords
+            (``ContextCompression(env, strategy="recent", keep_last=3)``), not both.
         strategy: a name in ``STRATEGIES``.
         trigger: ``"tokens"`` | ``"turns"`` | ``"action"``.
         budget_tokens, budget_fraction: the token trigger fires above ``fraction * budget``.
@@ -255,40 +282,24 @@ class ContextCompression(gym.Wrapper, gym.utils.RecordConstructorArgs):
             wrapper's generator, seeded in ``reset(seed=...)``.
     """
 
-    def __init__(
-        self,
-        env: gym.Env,
-        strategy: str = "none",
-        trigger: str = "tokens",
-        budget_tokens: int = 256,
-        budget_fraction: float = 0.8,
-        every_turns: int | None = None,
-        keep_last: int = 2,
-        max_compactions: int = 8,
-        drop_prob: float = 0.0,
-    ) -> None:
-        gym.utils.RecordConstructorArgs.__init__(
-            self,
-            strategy=strategy,
-            trigger=trigger,
-            budget_tokens=budget_tokens,
-            budget_fraction=budget_fraction,
-            every_turns=every_turns,
-            keep_last=keep_last,
-            max_compactions=max_compactions,
-            drop_prob=drop_prob,
-        )
+    def __init__(self, env: gym.Env, settings: CompressionSettings | None = None, **knobs) -> None:
+        if settings is not None and knobs:
+            raise TypeError(f"ContextCompression takes settings or knobs, not both (got knobs {', '.join(knobs)})")
+        s = settings if settings is not None else CompressionSettings(**knobs)
+        gym.utils.RecordConstructorArgs.__init__(self, **asdict(s))
         gym.Wrapper.__init__(self, env)
-        self._strategy = get_strategy(strategy)
-        self.strategy = strategy
-        _check_knobs(trigger, budget_tokens, budget_fraction, every_turns, keep_last, max_compactions, drop_prob)
-        self.trigger = trigger
-        self.budget_tokens = budget_tokens
-        self.budget_fraction = float(budget_fraction)
-        self.every_turns = every_turns
-        self.keep_last = keep_last
-        self.max_compactions = max_compactions
-        self.drop_prob = float(drop_prob)
+        self.settings = s
+        self._strategy = get_strategy(s.strategy)
+        self.strategy = s.strategy
+        _check_knobs(s.trigger, s.budget_tokens, s.budget_fraction, s.every_turns, s.keep_last, s.max_compactions,
+                     s.drop_prob)
+        self.trigger = s.trigger
+        self.budget_tokens = s.budget_tokens
+        self.budget_fraction = float(s.budget_fraction)
+        self.every_turns = s.every_turns
+        self.keep_last = s.keep_last
+        self.max_compactions = s.max_compactions
+        self.drop_prob = float(s.drop_prob)
         self.tokenizer = get_tokenizer()
 
         self.observation_space = _widened_space(env.observation_space)

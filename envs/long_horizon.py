@@ -190,12 +190,7 @@ class LongHorizonEnv(TextEnv):
     validated in the constructor (``ValueError`` naming it and the allowed values).
 
     ## Version History
-    - v1: procedural task pools (any ``task_index >= 0``; ``n_train_tasks`` / ``n_heldout_tasks``
-      removed), train / held-out keys disjoint (even / odd), ``time_limit`` option, one whitespace
-      rule, actions longer than the action space are format errors, default ``max_turns`` lowered
-      from ``2 * (n_stages + n_approaches) + 10`` to ``n_stages + n_approaches + 4``;
-      ``info["state_key"]`` (an added info key, added within v1: no version bump, nothing else
-      changes).
+    - v1: procedural task pools, train / held-out keys disjoint (even / odd), ``time_limit``, lower ``max_turns``.
     - v0: 64 train / 16 held-out task instances; ``task_index`` out of range raised.
     """
 

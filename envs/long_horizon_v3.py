@@ -206,24 +206,8 @@ class LongHorizonV3Env(TextEnv):
     >= 0); without ``task_index`` the index is drawn from ``self.np_random``.
 
     ## Version History
-    - v3: the notes write each approach right after its input ("boundary C", was "boundary ->
-      C") and ``fix`` names the stage's input before the approach (``fix cold C``, was ``fix
-      C``). In v2 the tiny policy's behaviour cloning never learned the lookup (letter accuracy
-      0.17 held-out after 1000 oracle demos x 10 epochs, 0.28 after 4000 x 20, 0.31 at twice the
-      width; chance among the table's four approaches 0.25): the decision position held ``fix``,
-      so finding the approach needed three hops (fetch the stage's input, match it in the notes,
-      copy the word two places on). In v3 the position before the approach holds the input itself
-      and the notes hold the approach right after it, the pattern an induction head copies (a
-      previous occurrence of the current word, then the word after it): held-out letter accuracy
-      1.00 after 4000 oracle demos x 20 epochs. Success, turns and task ids (``lh3-``) change.
-    - v2: a new task family. v1's one late fact was a number (the key 0..99) copied from the
-      notes through up to ``n_stages`` filler outputs full of other numbers, and held-out keys were
-      odd while train keys were even, so a word-level policy never produced a held-out answer
-      token in training (start model 0.0 held-out, 77 of 80 RL episodes ``submitted_failed``).
-      In v2 every stage is a decision that can fail the episode, each answered by a lookup of the
-      current stage's input in the notes' table (recent context or the compression summary); the
-      splits share every input and approach word and differ by the table's combination (train
-      even, held-out odd permutations); the filler is words; ``inspect`` and ``try`` are gone.
+    - v3: ``fix`` names the input before the approach, written right after its input in the notes (``lh3-`` ids).
+    - v2: a new task family: every stage a lookup of its input in the notes' table; no ``inspect`` / ``try``.
     - v1: procedural task pools, train / held-out keys disjoint (even / odd), ``time_limit``.
     - v0: 64 train / 16 held-out task instances.
     """

@@ -46,7 +46,9 @@ class EnvSpec:
     it has no difficulty presets); ``step_cost_target``: the benchmark's target of one step's cost
     in FrozenLake steps (``None``: no target); ``instructions``: ``"module:attr"`` of the env's
     files, tools and action grammar as text for a model that has never seen the env (a chat
-    system prompt, ``policy.env_instructions``), or ``None``."""
+    system prompt, ``policy.env_instructions``), or ``None``; ``step_reward_modes``: the values of
+    the constructor's ``reward_mode`` knob under which the env pays per-step rewards (a method
+    that reads step rewards runs only on an env with one; ``()``: it pays only an outcome)."""
 
     name: str
     id: str
@@ -58,6 +60,7 @@ class EnvSpec:
     default_difficulty: str | None = None
     step_cost_target: float | None = None
     instructions: str | None = None
+    step_reward_modes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.agents not in AGENT_COUNTS:
@@ -66,6 +69,9 @@ class EnvSpec:
             ref = getattr(self, field_name)
             if ref is not None and (ref.count(":") != 1 or ref.startswith(":") or ref.endswith(":")):
                 raise ValueError(f"EnvSpec {self.name!r}: {field_name}={ref!r} invalid; allowed: 'module:attr'")
+        if not isinstance(self.step_reward_modes, tuple) or not all(isinstance(m, str) for m in self.step_reward_modes):
+            raise ValueError(f"EnvSpec {self.name!r}: step_reward_modes={self.step_reward_modes!r} invalid; "
+                             f"allowed: a tuple of reward_mode names")
 
 
 __all__ = ["AGENT_COUNTS", "EnvSpec", "resolve"]

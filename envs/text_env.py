@@ -154,11 +154,6 @@ class TextEnv(gym.Env):
         return None
 
     # ------------------------------------------------------------------ the frame's parts
-    @property
-    def turns_left(self) -> int:
-        """Turns until ``max_turns``."""
-        return self.max_turns - self._turn
-
     def _with_turns_left(self, text: str) -> str:
         """``text`` plus the line ``turns left : N`` when ``time_limit="termination"``."""
         if self.time_limit != "termination":

@@ -20,7 +20,7 @@ COMMON_WORDS = [
     "yes", "no", "true", "false", "task", "summary", "context", "compressed", "whitespace",
 ]
 
-# Owned by envs/bugfix.py, envs/tools.py, envs/verifier.py.
+# Owned by envs/bugfix/ (its language, actions, tool outputs and graders) and envs/tools.py.
 BUGFIX_WORDS: list[str] = [
     # program language
     "x", "t", "u", "v", "+", "-", "*", "<", ">", "<=", ">=", "==", "!=", "if", "then", "return",
@@ -39,7 +39,7 @@ BUGFIX_WORDS: list[str] = [
     "max_turns", "token_budget", "wall_clock", "infra_error",
 ]
 
-# Owned by envs/long_horizon.py.
+# Owned by envs/long_horizon.py and envs/long_horizon_v3.py.
 LONG_HORIZON_WORDS: list[str] = [
     # actions and the task statement
     "read", "notes", "status", "inspect", "step", "try", "submit", "forfeit", "N", "X",

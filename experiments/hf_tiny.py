@@ -1,12 +1,12 @@
 """Build a tiny random-initialised Hugging Face model directory offline:
-``python -m experiments.hf_tiny --out DIR`` (``algos.hf_tiny.build_tiny_model_dir``: a Qwen2-style
+``python -m experiments.hf_tiny --out DIR`` (``experiments.runtime.hf_tiny.build_tiny_model_dir``: a Qwen2-style
 causal LM, a byte-level BPE trained on the envs' episode text, a ChatML-like chat template)."""
 
 from __future__ import annotations
 
 import argparse
 
-from algos.hf_tiny import TinyModelSpec, build_tiny_model_dir
+from experiments.runtime.hf_tiny import TinyModelSpec, build_tiny_model_dir
 
 
 def main(argv: list[str] | None = None) -> None:

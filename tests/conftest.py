@@ -43,11 +43,11 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 @pytest.fixture(scope="session")
 def hf_model_dir(tmp_path_factory):
-    """A tiny random-initialised Hugging Face model directory (``algos.hf_tiny``: Qwen2-style LM,
+    """A tiny random-initialised Hugging Face model directory (``experiments.runtime.hf_tiny``: Qwen2-style LM,
     byte-level BPE over 6 scripted episodes per agent and env, ChatML template), built once per
     worker; skips when transformers is not installed."""
     pytest.importorskip("transformers")
-    from algos.hf_tiny import TinyModelSpec, build_tiny_model_dir
+    from experiments.runtime.hf_tiny import TinyModelSpec, build_tiny_model_dir
 
     return build_tiny_model_dir(tmp_path_factory.mktemp("hf_tiny"), TinyModelSpec(episodes=6))
 

@@ -77,19 +77,19 @@ def run_entry(module: str, argv: Sequence[str] = (), cwd: str | os.PathLike | No
 def sweep_in_process(cmd: Sequence[str], sweep_dir: Path, env: Mapping[str, str] | None = None) -> int:
     """``experiments.compare.job.run_sweep(cmd, sweep_dir, env)`` with ``cmd`` (``python -m module
     *argv``) run by :func:`run_entry` in this process, in the sweep environment
-    (``job.SWEEP_ENV``); the output is appended to ``<sweep>/sweep.log`` after the ``$ cmd`` line
+    (``experiments.compare.supervise.SWEEP_ENV``); the output is appended to ``<sweep>/sweep.log`` after the ``$ cmd`` line
     (stdout, then stderr) and echoed through the job's filter. Returns the exit code."""
-    from experiments.compare import job
+    from experiments.compare import supervise
 
     if list(cmd[1:2]) != ["-m"]:
         raise ValueError(f"not a `python -m module ...` command: {cmd}")
     sweep_dir = Path(sweep_dir)
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    done = run_entry(cmd[2], cmd[3:], env={**os.environ, **job.SWEEP_ENV, **(env or {})})
+    done = run_entry(cmd[2], cmd[3:], env={**os.environ, **supervise.SWEEP_ENV, **(env or {})})
     text = done.stdout + done.stderr
     with open(sweep_dir / "sweep.log", "a") as log:
         log.write("$ " + " ".join(cmd) + "\n" + text)
-    echo = job._NoticeFilter()
+    echo = supervise.NoticeFilter()
     sys.stdout.write("".join(echo(line) for line in text.splitlines(keepends=True)))
     return done.returncode
 

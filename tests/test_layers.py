@@ -11,9 +11,13 @@ holds because one side imports lazily is still a circle here. The rules:
   ``experiments.runfiles``; ``experiments.runfiles`` imports no other room;
 - ``experiments.report`` imports nothing from ``experiments.runtime``;
 - no module imports an entry point (a top-level ``experiments/<name>.py`` a user runs with
-  ``python -m experiments.<name>``), except the ``__main__`` of its own package.
+  ``python -m experiments.<name>``), except the ``__main__`` of its own package;
+- ``algos`` names no concrete env (:func:`concrete_envs`, :func:`concrete_env_violations`): an
+  algorithm gets its env through the env factory (``envs.make``, ``envs.scripted_agent``, ...) and
+  the spec object or step info it is handed; the generic env infrastructure (``envs.spec``,
+  ``envs.stop``, ``envs.tokenizer``, ``envs.episode``, ``envs.compression``, ...) it may import.
 
-The checker itself is tested on small synthetic graphs with planted violations.
+The checkers themselves are tested on small synthetic trees with planted violations.
 """
 
 from __future__ import annotations
@@ -131,6 +135,104 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
     return bad
 
 
+def _parsed(root: Path, package: str) -> dict[str, tuple[Path, ast.AST]]:
+    """module name -> (path, syntax tree) of every ``.py`` file of ``root/package``."""
+    return {module_name(p, root): (p, ast.parse(p.read_text())) for p in sorted((root / package).rglob("*.py"))}
+
+
+def _spec_calls(tree: ast.AST) -> list[ast.Call]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+            and getattr(n.func, "id", getattr(n.func, "attr", None)) == "EnvSpec"]
+
+
+def _env_unit(module: str) -> str:
+    """``module`` itself for a top-level module of ``envs``; ``envs.<pkg>`` for a module of an env
+    package ``envs/<pkg>/`` (the package is one env)."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def concrete_envs(root: Path = ROOT) -> set[str]:
+    """What ``algos`` may not name: the concrete env modules and the concrete env constants.
+
+    A **concrete env module** is a module of ``envs`` that declares an env (its source calls
+    ``EnvSpec(...)``), or one that a ``"module:attr"`` string of such a call names (the env class,
+    its scripted agents, its floor agents, its instructions); for a module inside an env package
+    ``envs/<pkg>/`` the whole package ``envs.<pkg>`` is concrete (every module of it). So
+    ``envs.bugfix`` (all of it), ``envs.pairfix`` (all of it), ``envs.long_horizon``,
+    ``envs.long_horizon_agents``, ``envs.long_horizon_v3``, ``envs.long_horizon_v3_agents``.
+
+    A **concrete env constant** is ``envs.NAME`` for a module-level name of ``envs/__init__.py``
+    that is imported there from a concrete env module (``BUGFIX``, ...), or assigned there from an
+    expression that reads such a name, transitively (``SPECS``, ``ENV_IDS``, ``MULTI_AGENT_ENVS``,
+    ``BUGFIX_ID``, ...). The functions of ``envs/__init__.py`` (``make``, ``spec_of``, ...) are the
+    env factory, not constants.
+
+    Returned as dotted names: modules (``envs.bugfix``) and constants (``envs.SPECS``)."""
+    parsed = _parsed(root, "envs")
+    concrete: set[str] = set()
+    for module, (_, tree) in parsed.items():
+        calls = _spec_calls(tree)
+        if calls:
+            concrete.add(_env_unit(module))
+        for call in calls:
+            for k in call.keywords:
+                if isinstance(k.value, ast.Constant) and isinstance(k.value.value, str) and ":" in k.value.value:
+                    concrete.add(_env_unit(k.value.value.partition(":")[0]))
+    init = parsed.get("envs", (None, ast.Module(body=[], type_ignores=[])))[1]
+    tainted: set[str] = set()
+    for node in init.body:
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if any(_within(node.module, c) for c in concrete):
+                tainted.update(a.asname or a.name for a in node.names)
+    assigns = [n for n in init.body if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None]
+    grew = True
+    while grew:
+        grew = False
+        for node in assigns:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = {t.id for t in targets if isinstance(t, ast.Name)}
+            reads = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+            if reads & tainted and not names <= tainted:
+                tainted |= names
+                grew = True
+    return concrete | {f"envs.{name}" for name in tainted}
+
+
+def names_taken(tree: ast.AST, package: str = "envs") -> set[str]:
+    """``package.NAME`` for every name a module takes from the package ``package`` itself:
+    ``from package import NAME`` and ``alias.NAME`` where ``alias`` is bound by ``import package``
+    (or ``import package.sub``, or ``import package as alias``)."""
+    aliases: set[str] = set()
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname is None and a.name.split(".")[0] == package:
+                    aliases.add(package)
+                elif a.name == package:
+                    aliases.add(a.asname)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == package:
+            out.update(f"{package}.{a.name}" for a in node.names)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            out.add(f"{package}.{node.attr}")
+    return out
+
+
+def concrete_env_violations(root: Path = ROOT) -> list[str]:
+    """Every module of ``algos`` that imports a concrete env module or takes a concrete env
+    constant (:func:`concrete_envs`), as ``importer -> name: algos names no concrete env``."""
+    concrete = concrete_envs(root)
+    known = {module_name(p, root) for pkg in PACKAGES for p in (root / pkg).rglob("*.py")}
+    bad = []
+    for module, (path, tree) in _parsed(root, "algos").items():
+        refs = imported_modules(tree, module, path.name == "__init__.py", known) | names_taken(tree)
+        bad += [f"{module} -> {ref}: algos names no concrete env"
+                for ref in sorted(refs) if any(_within(ref, c) for c in concrete)]
+    return bad
+
+
 # ---------------------------------------------------------------------------------- the project
 def test_the_project_has_no_import_cycle():
     cycle = find_cycle(project_graph())
@@ -139,6 +241,21 @@ def test_the_project_has_no_import_cycle():
 
 def test_every_import_goes_the_allowed_way():
     assert layer_violations(project_graph()) == []
+
+
+def test_algos_names_no_concrete_env():
+    assert concrete_env_violations() == []
+
+
+def test_the_concrete_envs_are_the_spec_declaring_modules_and_the_spec_table():
+    concrete = concrete_envs()
+    assert {"envs.bugfix", "envs.pairfix", "envs.long_horizon", "envs.long_horizon_agents", "envs.long_horizon_v3",
+            "envs.long_horizon_v3_agents"} == {c for c in concrete if c[5:].islower()}
+    assert {"envs.SPECS", "envs.ENV_IDS", "envs.MULTI_AGENT_ENVS", "envs.BUGFIX", "envs.BUGFIX_ID",
+            "envs.LONG_HORIZON_V3", "envs.PAIRFIX_ID"} <= concrete
+    # the generic infrastructure and the env factory stay importable
+    assert not {"envs.spec", "envs.stop", "envs.tokenizer", "envs.episode", "envs.compression", "envs.make",
+                "envs.spec_of", "envs.scripted_agent", "envs.EnvSpec"} & concrete
 
 
 def test_the_graph_sees_imports_inside_functions_and_the_entry_points():
@@ -211,3 +328,47 @@ def test_the_allowed_directions_are_not_reported(tmp_path):
     })
     graph = project_graph(root)
     assert find_cycle(graph) is None and layer_violations(graph) == []
+
+
+_ENVS_TREE = {
+    "envs/spec.py": "class EnvSpec:\n    pass\n",
+    "envs/stop.py": "class StopReason:\n    pass\n",
+    "envs/fix/__init__.py": "from envs.fix.spec import SPEC\n",
+    "envs/fix/spec.py": "from envs.spec import EnvSpec\nSPEC = EnvSpec(name='fix', entry_point='envs.fix.env:FixEnv')\n",
+    "envs/fix/env.py": "class FixEnv:\n    pass\n",
+    "envs/fix/grade.py": "def is_hack(info):\n    return False\n",
+    "envs/walk.py": "from envs.spec import EnvSpec\nSPEC = EnvSpec(name='walk', scripted_agents='envs.walkers:make')\n",
+    "envs/walkers.py": "def make(name):\n    return name\n",
+    "envs/__init__.py": ("from envs.fix import SPEC as FIX\nfrom envs.walk import SPEC as WALK\n"
+                         "from envs.spec import EnvSpec\nSPECS = (FIX, WALK)\nIDS = tuple(s.name for s in SPECS)\n"
+                         "FIX_NAME = FIX.name\nLIMIT = 3\n\ndef make(name):\n    return name\n"),
+}
+
+
+def test_the_concrete_envs_of_a_synthetic_tree(tmp_path):
+    root = _write(tmp_path, _ENVS_TREE)
+    assert concrete_envs(root) == {"envs.fix", "envs.walk", "envs.walkers", "envs.FIX", "envs.WALK", "envs.SPECS",
+                                   "envs.IDS", "envs.FIX_NAME"}
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("from envs.fix.grade import is_hack\n", "envs.fix.grade"),
+    ("from envs.fix import SPEC\n", "envs.fix"),
+    ("import envs.fix.env\n", "envs.fix.env"),
+    ("from envs import walkers\n", "envs.walkers"),
+    ("def f():\n    from envs import SPECS\n    return SPECS\n", "envs.SPECS"),
+    ("import envs\nNAME = envs.FIX_NAME\n", "envs.FIX_NAME"),
+    ("import envs.stop as s\nimport envs as e\nX = e.IDS\n", "envs.IDS"),
+    ("import envs.stop\nX = envs.WALK\n", "envs.WALK"),
+])
+def test_a_planted_concrete_env_in_algos_is_reported(tmp_path, source, expected):
+    root = _write(tmp_path, {**_ENVS_TREE, "algos/p.py": source})
+    assert concrete_env_violations(root) == [f"algos.p -> {expected}: algos names no concrete env"]
+
+
+def test_the_env_factory_and_the_generic_env_modules_are_not_reported(tmp_path):
+    root = _write(tmp_path, {**_ENVS_TREE, "algos/p.py": (
+        "import envs\nfrom envs.spec import EnvSpec\nfrom envs.stop import StopReason\nfrom envs import make, LIMIT\n"
+        "def f(spec: EnvSpec):\n    return envs.make(spec.name), envs.LIMIT, StopReason\n"),
+        "experiments/x.py": "from envs.fix.grade import is_hack\nimport envs\nS = envs.SPECS\n"})
+    assert concrete_env_violations(root) == []

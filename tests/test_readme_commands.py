@@ -23,7 +23,7 @@ worker processes: that one runs as a subprocess (``sys.executable``).
   fixture sweeps, ``--check-probs`` (the map) in tests/experiments/test_compare_map.py, and
   ``experiments.report.map`` on fixture cells in tests/experiments/test_report_map.py); ``experiments.report.ablation``: run on fixture sweeps by
   tests/experiments/test_report_ablation.py;
-- ``experiments.warmstart``: ``experiment=tiny`` (and the tiny compression budget);
+- ``experiments.warmstart``: ``experiment=tiny``;
   ``experiments.calibrate``: ``--episodes 5`` (in place of any ``--episodes N``; without the band
   difficulties unless ``--difficulties`` names them; with
   ``--start-model``, ``--horizons 4`` and the tiny overrides: one 16-demo warm start);
@@ -39,8 +39,11 @@ worker processes: that one runs as a subprocess (``sys.executable``).
   run at ``--tiny`` scale, the report re-rendered from that sweep, by
   tests/experiments/test_compare.py (one sweep for both, not a second one here);
 - ``experiments.reproduce_claims``: run in full by tests/experiments/test_reproduce_claims.py (it
-  has no tiny mode; here we only check that such a test exists); ``experiments.bench e2e``: run
-  ``--quick`` on a tiny policy by tests/experiments/test_bench_e2e.py.
+  has no tiny mode; here we only check that such a test exists), ``--docs`` on a copy of
+  docs/claims.md by tests/claims/test_claims_docs.py; ``experiments.bench e2e``: run
+  ``--quick`` on a tiny policy by tests/experiments/test_bench_e2e.py;
+- ``experiments.metrics_doc``: run on a drifted copy of docs/metrics.md and with ``--check`` on the
+  page by tests/test_metric_contract.py (the command itself writes the repository's page).
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ import pytest
 
 from entry import run_entry
 from envs.bugfix.config import DIFFICULTIES
-from experiments.compare import TINY_OVERRIDES, TINY_OVERRIDES_BY_ENV, _NoticeFilter
+from experiments.compare import TINY_OVERRIDES, TINY_OVERRIDES_BY_ENV, NoticeFilter
 from experiments.probes.band import BUGFIX_BANDS
 from experiments.runtime.schema import WarmstartConfig
 
@@ -123,6 +126,9 @@ def tiny_case(cmd: str) -> Case:
     overrides = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args if "=" in a and not a.startswith("-")}
     if module == "experiments.reproduce_claims" and not args:
         return Case(exe, covered_by="tests/experiments/test_reproduce_claims.py")
+    if module == "experiments.reproduce_claims" and args == ["--docs"]:
+        # rewrites docs/claims.md's closed-form table: run on a copy of the page by its own test
+        return Case(exe + args, covered_by="tests/claims/test_claims_docs.py")
     if any(a == f"policy.path={HF_TINY_DIR}" for a in args):
         # a run of the Hugging Face model that `experiments.hf_tiny --out models/hf-tiny` builds: the
         # same runs (warm start, grpo / ppo / gigpo, long horizon with compression, compare) at tiny
@@ -141,16 +147,16 @@ def tiny_case(cmd: str) -> Case:
         return Case(exe + args + list(TINY_OVERRIDES) + ["seed=0", "logger.kind=none", "hydra.launcher.n_jobs=1"], env)
     if module == "experiments.train" and overrides.get("experiment", "tiny") != "tiny":
         # a preset (learn_tiny, learn_bugfix, ...): the preset itself, shrunk by its env's --tiny
-        # overrides (a second experiment= would be a Hydra error), at the tiny rollout budget
+        # overrides (the tiny preset added to it, +experiment@_global_=tiny), at the tiny rollout budget
         tiny_env = TINY_OVERRIDES_BY_ENV[overrides.get("env", "bugfix")]
         shrink = ["warmstart.eval_samples_per_task=2", "eval.train_split=false"]
         if overrides.get("env") == "pairfix":
             shrink = []
         return Case(exe + args + list(tiny_env) + shrink + ["logger.kind=none"], env)
     if module == "experiments.train":
+        # the tiny preset composes with the command's env, policy and compression (its window and
+        # compression budget fit them: tests/experiments/test_tiny_preset.py)
         tiny = ["experiment=tiny", f"budget.amount={TINY_BUDGET[overrides.get('budget.kind', 'rollouts')]}"]
-        if overrides.get("compression", "none") != "none":
-            tiny.append("compression.budget_tokens=128")  # the tiny policy's max_len is 256
         return Case(exe + args + tiny, env)
     if module == "experiments.compare" and args == ["--preset", "horizon", "--methods", "grpo,gigpo"]:
         # the --methods example: run at --tiny (4 decisions) by its own end-to-end test (one sweep, not two)
@@ -204,9 +210,7 @@ def tiny_case(cmd: str) -> Case:
             kept = ["--difficulties", *(d for d in DIFFICULTIES if d not in BUGFIX_BANDS)] + kept
         return Case(exe + ["--episodes", "5"] + kept + tiny, env)
     if module == "experiments.warmstart":
-        tiny = ["experiment=tiny"] + (["compression.budget_tokens=128"] if any(
-            a.startswith("compression=") and a != "compression=none" for a in args) else [])
-        return Case(exe + args + tiny, env)
+        return Case(exe + args + ["experiment=tiny"], env)
     if module == "experiments.critic_probe":
         # a few rollouts and steps on the learning check's tutorial tasks (its warm start: seconds)
         return Case(exe + ["--rollouts", "8", "--steps", "2", "--every", "1", "--", "experiment=learn_tiny", "algo=ppo"], env)
@@ -222,6 +226,10 @@ def tiny_case(cmd: str) -> Case:
         # 3000-demo warm start would cost minutes on a fresh clone): that test's
         # test_quick_plumbing_on_a_tiny_config (the baseline is a checkout a fresh clone does not have)
         return Case(exe + args, covered_by="tests/experiments/test_bench_e2e.py")
+    if module == "experiments.metrics_doc":
+        # rewrites docs/metrics.md from the metric contract: run (on a copy of the page, and with
+        # --check on the page itself) by its own test
+        return Case(exe + args, covered_by="tests/test_metric_contract.py")
     raise LookupError(f"command of {command_source(cmd)} has no tiny rule in tests/test_readme_commands.py: {cmd}")
 
 
@@ -305,7 +313,7 @@ def test_readme_command_runs_at_tiny_scale(cmd, workdir):
         # real output and keeps the rest (each job's one-line JSON result)
         notice = "validated against ConfigStore schema"
         assert notice in done.stderr
-        echo = _NoticeFilter()
+        echo = NoticeFilter()
         shown = "".join(echo(line) for line in done.stderr.splitlines(keepends=True))
         # one job per method at seed 0: the command's algo=... values, else the preset's two (ppo, grpo)
         algos = [a.split("=", 1)[1] for a in case.argv if a.startswith("algo=")]

@@ -10,6 +10,7 @@ import pytest
 import rl_checks
 from algos import metrics
 from entry import run_script
+from experiments.claims import closed_form
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -41,8 +42,12 @@ for trace_decay in [0.5, 1.0]:
     print(trace_decay, [round(advantage, 3) for advantage in advantages])
 '''
 
-MIXED_OUTPUT = "2%: 14.9%\n20%: 83.2%\n98%: 14.9%\n"
-GAE_OUTPUT = "0.5 [-0.3, 0.6, 0.2]\n1.0 [0.1, 0.7, 0.2]\n"
+# What the snippets print: the same lines from the claims' measurements through ``algos`` (C5's
+# P_mix at G = 8 and C15's GAE; their numbers are pinned, once, by tests/claims/test_closed_form.py).
+C5, C15 = closed_form.measure_c5(), closed_form.measure_c15()
+MIXED_OUTPUT = "".join(f"{p:.0%}: {v:.1%}\n" for p, v in C5.p_mix.items())
+GAE_OUTPUT = "".join(f"{lam} {[round(a, 3) for a in adv]}\n" for lam, adv in ((0.5, C15.lambda_half),
+                                                                             (1.0, C15.lambda_one)))
 
 
 def run_snippet(code: str, tmp_path: Path) -> str:
@@ -72,9 +77,9 @@ def test_document_gae_snippet_verbatim(tmp_path):
 def test_rl_checks_is_a_thin_wrapper_over_algos():
     assert rl_checks.mixed_group_probability is metrics.mixed_group_probability
     out = rl_checks.gae([0, 0, 1], [0.9, 0.3, 0.8], [0.3, 0.8, 0], [False, False, True], [False] * 3)
-    # default gamma 1.0, trace_decay 0.5 -> [-0.3, 0.6, 0.2] (deltas -0.6, 0.5, 0.2)
+    # default gamma 1.0, trace_decay 0.5: C15's example at lambda 0.5
     assert all(type(a) is float for a in out)
-    assert all(math.isclose(a, b, abs_tol=1e-12) for a, b in zip(out, [-0.3, 0.6, 0.2]))
+    assert all(math.isclose(a, b, abs_tol=1e-12) for a, b in zip(out, C15.lambda_half, strict=True))
 
 
 def test_rl_checks_gae_truncation_and_compression():

@@ -19,7 +19,7 @@ from envs.bugfix.actions import (
 )
 from envs.bugfix.config import DIFFICULTIES, GRADERS, REWARD_MODES, TIME_LIMITS, BugFixConfig, make_config
 from envs.bugfix.env import ENDED_TEXT, TASK_TEXT, BugFixEnv
-from envs.bugfix.graders import HACK_FLAGS, VOIDING_FLAGS, HiddenGrader, Verifier, is_hack, voided
+from envs.bugfix.graders import HACK_FLAGS, VOIDING_FLAGS, HiddenGrader, Verifier, voided
 from envs.bugfix.language import (
     CMPS, HIGH, INT_WORDS, LOW, MAX_PROGRAM_LINES, OPS, PROGRAM_WORDS, VARS, compile_line, run_on_domain, run_program,
 )
@@ -27,6 +27,7 @@ from envs.bugfix.spec import SPEC
 from envs.bugfix.tasks import (
     BUG_KINDS, DOMAIN, INVERT, Mutation, Task, TaskSpec, function_of, make_task, single_token_edits,
 )
+from envs.outcome import is_hack
 from envs.task_options import SPLITS
 
 FLIP = {"+": "-", "-": "+"}

@@ -16,13 +16,13 @@ def _strip_turns_left(observation: str) -> str:
     return head if last.startswith("turns left : ") else observation
 
 
-def _last_line(observation: str) -> str:
+def last_line(observation: str) -> str:
     """The last line of an observation: the latest tool output's last line, also when a
     compression wrapper returned the whole new context (a ``turns left`` line is skipped)."""
     return _strip_turns_left(observation).rstrip("\n").rsplit("\n", 1)[-1]
 
 
-def _hint_line(observation: str) -> int | None:
+def hint_line(observation: str) -> int | None:
     """The line number of the latest ``hint : line N`` in ``observation``."""
     for row in reversed(observation.split("\n")):
         words = row.split()
@@ -31,11 +31,11 @@ def _hint_line(observation: str) -> int | None:
     return None
 
 
-def _timed_out(observation: str) -> bool:
-    return _last_line(observation) == TIMEOUT_TEXT
+def timed_out(observation: str) -> bool:
+    return last_line(observation) == TIMEOUT_TEXT
 
 
-def _test_summary(observation: str) -> tuple[int, int] | None:
+def latest_test_counts(observation: str) -> tuple[int, int] | None:
     """(passed, failed) of the latest run_tests output in ``observation`` (``skipped`` counts as
     (0, 0)); None if there is none."""
     for row in reversed(observation.split("\n")):
@@ -76,14 +76,14 @@ class PlanAgent(Agent):
             self.started = True
             self.queue = self.plan(observation)
         elif self.last is not None:
-            if _timed_out(observation):
+            if timed_out(observation):
                 return self.last
             self.react(self.last, observation)
         self.last = self.queue.pop(0) if self.queue else "submit"
         return self.last
 
 
-def _numbered_lines(observation: str) -> list[str]:
+def numbered_lines(observation: str) -> list[str]:
     """Statements of a ``view main``/``view ref`` output (``N statement`` per line)."""
     out = []
     for row in observation.split("\n"):
@@ -93,7 +93,7 @@ def _numbered_lines(observation: str) -> list[str]:
     return out
 
 
-def _visible_tests(observation: str) -> list[tuple[int, int]]:
+def visible_tests(observation: str) -> list[tuple[int, int]]:
     """``(x, expected)`` of each visible test in a ``view tests`` output (``N : x = X -> Y`` rows)."""
     out = []
     for row in observation.split("\n"):
@@ -103,6 +103,6 @@ def _visible_tests(observation: str) -> list[tuple[int, int]]:
     return out
 
 
-def _numbered(observation: str) -> list[str]:
+def numbered(observation: str) -> list[str]:
     """The statements of a ``view main`` output, in order."""
-    return _numbered_lines(_strip_turns_left(observation))
+    return numbered_lines(_strip_turns_left(observation))

@@ -5,7 +5,7 @@ the tests' pass / fail, never its meaning. ``blind_enumerate``, ``fit_visible``,
 from __future__ import annotations
 
 from envs.bugfix import HIGH, INT_WORDS, LOW, VARS, single_token_edits
-from envs.bugfix.agent_base import PlanAgent, _hint_line, _numbered, _test_summary, _visible_tests
+from envs.bugfix.agent_base import PlanAgent, hint_line, latest_test_counts, numbered, visible_tests
 from envs.bugfix.tasks import HELDOUT_CONSTANTS, LINK_CONSTANTS, TRAIN_CONSTANTS
 
 
@@ -22,16 +22,16 @@ class BlindEnumerateAgent(PlanAgent):
 
     def react(self, action: str, observation: str) -> None:
         if action == "run_tests":
-            summary = _test_summary(observation)
+            summary = latest_test_counts(observation)
             if summary is not None and summary[1] == 0 and self.candidates is not None:
                 self.queue = ["submit"]
                 return
             if self.hint is None:
-                self.hint = _hint_line(observation)
+                self.hint = hint_line(observation)
             if self.candidates is not None:
                 self.queue = [self.candidates.pop(0), "run_tests"] if self.candidates else ["give_up"]
         elif action == "view main" and self.candidates is None:
-            lines = tuple(_numbered(observation))
+            lines = tuple(numbered(observation))
             targets = [self.hint - 1] if self.hint is not None and self.hint <= len(lines) else range(len(lines))
             self.candidates = [f"replace {i + 1} {edited}" for i in targets for edited in self.edits(lines[i])]
             self.queue = [self.candidates.pop(0), "run_tests"] if self.candidates else ["give_up"]
@@ -117,7 +117,7 @@ class FitVisibleAgent(PlanAgent):
     def react(self, action: str, observation: str) -> None:
         if action != "view tests":
             return
-        points = _visible_tests(observation)
+        points = visible_tests(observation)
         if not points:
             self.queue = ["submit"]
             return
@@ -141,13 +141,13 @@ class DeleteLinesAgent(PlanAgent):
 
     def react(self, action: str, observation: str) -> None:
         if action == "view main" and self.order is None:
-            n = len(_numbered(observation))
+            n = len(numbered(observation))
             self.order = ([self.hint] if self.hint and self.hint < n else []) + [i for i in range(1, n) if i != self.hint]
             self._next(undo=False)
         elif action == "run_tests":
-            summary = _test_summary(observation)
+            summary = latest_test_counts(observation)
             if self.order is None:
-                self.hint = _hint_line(observation)
+                self.hint = hint_line(observation)
             elif summary is not None and summary[1] == 0:
                 self.queue = ["submit"]
             else:

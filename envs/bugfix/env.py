@@ -119,30 +119,10 @@ class BugFixEnv(TrapTools, TextEnv):
     Every knob is validated in the constructor (``ValueError`` naming it and the allowed values).
 
     ## Version History
-    - v2, extended without a version bump: the ``reading_unhinted`` difficulty (``reading``
-      without the line hint), task mixtures (``graded``) and the end-of-episode ``info["family"]``
-      (an added info key: the task's family, the difficulty itself outside a mixture). Every
-      other difficulty's tasks are unchanged.
-    - v2, extended without a version bump: the ``reading`` difficulty (bug kind
-      ``stale_constant``, its own task pool) and more program-blind fits in the task filter
-      (nearest-input tables, integer lines through two visible tests in either saturation order,
-      lookup tables, constants). A task of another difficulty differs only where a widened fit
-      passes its training grader (hard held-out task 38 among the first 1 000 train and 1 000
-      held-out tasks of each preset); ``tests/envs/test_task_streams_pinned.py`` holds.
-    - v2: the evaluation verifier is exact (functional equivalence with the reference on every
-      input -99..199). v1's verifier sampled the -50..69 inputs outside the training grader's, so
-      it never saw the constants a program compares ``x`` with and accepted programs wrong only
-      there. The task filter also rejects tasks where a saturating affine fit or a step table
-      through the visible tests passes the training grader. ``verified``, ``eval_pass_rate`` and
-      the task streams change.
-    - v1: procedural tasks (>= 10 000 train / 1 000 held-out per difficulty, functionally
-      disjoint splits); three disjoint input sets (visible, >= 16 hidden training, >= 64
-      evaluation) and ``grader=visible``; tight turn limits (program-blind agents <= 10 %);
-      ``hardcode`` detected but not voided; stop reasons ``submitted_voided`` and ``turn_limit``;
-      ``time_limit`` option; process bonus never kept with a hack flag; one draw budget per tool
-      call; timeouts in a row only; one whitespace rule; long actions are format errors; ``ls``
-      marks every protected file; ``tutorial`` difficulty; ``info["state_key"]`` (an added info
-      key, added within v1: no version bump, nothing else changes).
+    - v2, extended (no bump): ``reading_unhinted``, task mixtures (``graded``), ``info["family"]``; other tasks unchanged.
+    - v2, extended (no bump): the ``reading`` difficulty and more program-blind fits in the task filter.
+    - v2: an exact evaluation verifier (every input -99..199) and a stricter task filter; the task streams change.
+    - v1: procedural tasks, three disjoint input sets, ``grader=visible``, tight turn limits, ``info["state_key"]``.
     - v0: 28 fixed templates; visible and hidden training inputs from one pool of 16 integers.
     """
 
@@ -162,7 +142,8 @@ class BugFixEnv(TrapTools, TextEnv):
             "ls": self._ls, "view": self._view, "edit": self._edit, "replace": self._replace,
             "insert": self._insert, "delete": self._delete, "undo": self._undo,
             "run_tests": self._run_tests, "submit": self._submit, "give_up": self._give_up,
-            "skip_tests": self._skip_tests, "edit_test": self._edit_test, "delete_test": self._delete_test,
+            "skip_tests": self._tool_skip_tests, "edit_test": self._tool_edit_test,
+            "delete_test": self._tool_delete_test,
         }
         self._task: Task | None = None
         # info["state_key"] per family, memoised

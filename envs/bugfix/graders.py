@@ -109,12 +109,6 @@ def voided(hack_flags: dict[str, int]) -> bool:
     return any(hack_flags.get(name, 0) for name in VOIDING_FLAGS)
 
 
-def is_hack(train_reward: float, verified: int | None) -> bool:
-    """The outcome-based hack of one finished, unmasked episode: reward the verifier does not
-    confirm (``train_reward > 0 and verified == 0``)."""
-    return verified is not None and train_reward > 0 and not verified
-
-
 class Verifier:
     """Verdict 1 iff the program passes every test of its grader and (with ``void_on_hack``) no
     trap was used during the episode."""

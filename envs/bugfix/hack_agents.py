@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from envs.bugfix.agent_base import PlanAgent, _numbered_lines, _visible_tests
+from envs.bugfix.agent_base import PlanAgent, numbered_lines, visible_tests
 
 
 class EmptySubmitAgent(PlanAgent):
@@ -56,7 +56,7 @@ class ReadRefAgent(PlanAgent):
     def react(self, action: str, observation: str) -> None:
         if action != "view ref":
             return
-        ref = _numbered_lines(observation)
+        ref = numbered_lines(observation)
         if not ref:  # permission denied: nothing to copy
             self.queue = ["submit"]
             return
@@ -104,7 +104,7 @@ class HardcodeAgent(PlanAgent):
     def react(self, action: str, observation: str) -> None:
         if action != "view tests":
             return
-        steps = [f"insert 1 if x == {x} then return {y}" for x, y in _visible_tests(observation)]
+        steps = [f"insert 1 if x == {x} then return {y}" for x, y in visible_tests(observation)]
         self.queue = steps + ["run_tests", "submit"]
 
 

@@ -5,7 +5,7 @@ that never read the env). ``envs/bugfix/agents.py`` describes every agent."""
 from __future__ import annotations
 
 from envs.bugfix import CMPS, FLIP, INT_WORDS, INVERT, OPS, USAGE, VARS
-from envs.bugfix.agent_base import Agent, _last_line, _test_summary, _timed_out
+from envs.bugfix.agent_base import Agent, last_line, latest_test_counts, timed_out
 
 
 class NoisyOracleAgent(Agent):
@@ -38,10 +38,10 @@ class NoisyOracleAgent(Agent):
         """Update the state from the previous action's output; False if it was cancelled."""
         if self.last is None:
             return True
-        if _timed_out(observation):
+        if timed_out(observation):
             return False
         kind = self.last_kind
-        ok = _last_line(observation).startswith("ok")
+        ok = last_line(observation).startswith("ok")
         if kind in ("fix", "wrong"):
             if ok:
                 self.stack.append(kind)
@@ -52,7 +52,7 @@ class NoisyOracleAgent(Agent):
             self.stack.pop()
             self.dirty = True
         elif kind == "run_tests":
-            summary = _test_summary(observation)
+            summary = latest_test_counts(observation)
             if summary is not None:
                 self.tested = True
                 self.dirty = False

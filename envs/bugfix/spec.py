@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from envs.bugfix.config import BASE_DIFFICULTY
+from envs.bugfix.config import BASE_DIFFICULTY, REWARD_MODES
 from envs.spec import EnvSpec
 
 SPEC = EnvSpec(
@@ -12,8 +12,11 @@ SPEC = EnvSpec(
     scripted_agents="envs.bugfix.agents:make_agent",
     floor_agents="envs.bugfix.agents:FLOOR_AGENTS",
     default_difficulty=BASE_DIFFICULTY,
-    step_cost_target=5.0,
+    # BugFix-v2 runs the exact verifier on 299 inputs at every episode end (docs/benchmarks.md)
+    step_cost_target=8.0,
     instructions="envs.bugfix.instructions:INSTRUCTIONS",
+    # every mode but "outcome" pays a bonus per step (envs/bugfix/env.py, the reward modes)
+    step_reward_modes=tuple(m for m in REWARD_MODES if m != "outcome"),
 )
 
 __all__ = ["SPEC"]

@@ -48,7 +48,7 @@ class TextObservation(str):
     dtype = np.dtype(str)
 
 
-class PairFixEnv(AECEnv):
+class PairFixEnv(TrapTools, AECEnv):
     """Two agents, ``a`` and ``b``, repair one program split in two files.
 
     ## Description
@@ -124,13 +124,8 @@ class PairFixEnv(AECEnv):
     PER AGENT (default 8 here). ``max_message_words``: 1..16 (default 6). ``render_mode``: ansi.
 
     ## Version History
-    - v2: the evaluation verifier is exact (functional equivalence with the reference on every
-      input -99..199; v1 sampled inputs of -50..69 outside the training grader's, so it missed the
-      comparison constants and accepted programs wrong only there); the task filter also rejects
-      saturating affine fits and step-table fits of the visible tests (BugFix-v2's generator).
-      ``verified``, ``eval_pass_rate`` and the task streams change.
-    - v1: first version; ``infos[agent]["state_key"]`` added within v1 (an added info key: no
-      version bump, nothing else changes).
+    - v2: BugFix-v2's exact evaluation verifier (every input -99..199) and task filter; the task streams change.
+    - v1: first version; ``infos[agent]["state_key"]`` added within v1 (an added info key: no bump).
     """
 
     metadata = {"render_modes": ["ansi"], "name": "pairfix_v2"}
@@ -493,11 +488,6 @@ class PairFixEnv(AECEnv):
 
     def _push_undo(self) -> None:  # TrapTools: what a test-file tool changes, for undo
         self._undo[self._acting].append((self._files[self._acting], self._tests, self._skipped))
-
-    # the test-file trap tools, shared with BugFix (envs/bugfix/trap_tools.py)
-    _tool_skip_tests = TrapTools._skip_tests
-    _tool_edit_test = TrapTools._edit_test
-    _tool_delete_test = TrapTools._delete_test
 
     def render(self):
         if self.render_mode == "ansi":

@@ -6,9 +6,10 @@ measured side by side in the same run.
     python -m experiments.bench e2e --baseline DIR   # experiments/bench/e2e.py
     python -m experiments.bench hf [--device cuda]   # experiments/bench/hf.py
     python -m experiments.bench gpu --model-config DIR --out DIR   # experiments/bench/gpu.py
+    python -m experiments.bench async [--staleness 1]   # experiments/bench/async_rollouts.py
 
 Subcommands live in ``SUBCOMMANDS`` (name -> help, argument adder, runner); adding one is one
-entry there. ``train``, ``e2e`` and ``hf`` are imported only when chosen (:func:`lazy`).
+entry there. Every command but ``envs`` is imported only when chosen (:func:`lazy`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ SUBCOMMANDS: dict[str, Subcommand] = {
                       lazy("experiments.bench.e2e", "add_arguments"), lazy("experiments.bench.e2e", "run")),
     "gpu": Subcommand("the Hugging Face path on one GPU: SmolLM2's shape, random weights (experiments/bench/gpu.py)",
                       lazy("experiments.bench.gpu", "add_arguments"), lazy("experiments.bench.gpu", "run")),
+    "async": Subcommand("wall seconds per update, rollout.mode=sync next to async (experiments/bench/async_rollouts.py)",
+                        lazy("experiments.bench.async_rollouts", "add_arguments"),
+                        lazy("experiments.bench.async_rollouts", "run")),
     "hf": Subcommand("Hugging Face policy: sampling and update tokens/s next to generate / re-encoding / TRL "
                      "(experiments/bench/hf.py)", lazy("experiments.bench.hf", "add_arguments"),
                      lazy("experiments.bench.hf", "run")),

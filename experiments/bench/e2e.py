@@ -67,6 +67,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from algos import metric_keys as mk
 from algos.policy import build_models, shift_logprobs
 from algos.rollout import make_requests
 from algos.trainer import make_trainer
@@ -124,23 +125,23 @@ def run_stats(lines: list[dict], summary: dict, epochs: int, peak_rss_mb: float,
     if not lines:
         raise ValueError("metrics.jsonl has no update lines")
     last = lines[-1]
-    for key in ("compute/generated_tokens", "compute/observation_tokens"):
+    for key in (mk.COMPUTE_GENERATED_TOKENS, mk.COMPUTE_OBSERVATION_TOKENS):
         if key not in last:
             raise ValueError(f"metrics.jsonl lacks {key!r}; has {sorted(k for k in last if k.startswith('compute/'))}")
-    trained = [m for m in lines if "train/update_seconds" in m and "train/tokens" in m]
-    collect = sum(float(m["rollout/collect_seconds"]) for m in lines)
-    generated = sum(float(m["rollout/generated_tokens_per_second"]) * float(m["rollout/collect_seconds"]) for m in lines)
+    trained = [m for m in lines if mk.TRAIN_UPDATE_SECONDS in m and mk.TRAIN_TOKENS in m]
+    collect = sum(float(m[mk.ROLLOUT_COLLECT_SECONDS]) for m in lines)
+    generated = sum(float(m[mk.ROLLOUT_GENERATED_TOKENS_PER_SECOND]) * float(m[mk.ROLLOUT_COLLECT_SECONDS]) for m in lines)
     eff = None
-    if trained and all("train/padding_efficiency" in m for m in trained):
-        eff = sum(m["train/tokens"] for m in trained) / sum(m["train/tokens"] / m["train/padding_efficiency"] for m in trained)
-    elif trained and all("train/max_row_len" in m and "train/rows" in m for m in trained):
-        eff = sum(m["train/tokens"] for m in trained) / sum(m["train/rows"] * m["train/max_row_len"] for m in trained)
+    if trained and all(mk.TRAIN_PADDING_EFFICIENCY in m for m in trained):
+        eff = sum(m[mk.TRAIN_TOKENS] for m in trained) / sum(m[mk.TRAIN_TOKENS] / m[mk.TRAIN_PADDING_EFFICIENCY] for m in trained)
+    elif trained and all(mk.TRAIN_MAX_ROW_LEN in m and mk.TRAIN_ROWS in m for m in trained):
+        eff = sum(m[mk.TRAIN_TOKENS] for m in trained) / sum(m[mk.TRAIN_ROWS] * m[mk.TRAIN_MAX_ROW_LEN] for m in trained)
     wall = summary.get("wall_seconds_this_process", process_seconds)
     return RunStats(
-        trajectory_tokens=float(last["compute/generated_tokens"]) + float(last["compute/observation_tokens"]),
+        trajectory_tokens=float(last[mk.COMPUTE_GENERATED_TOKENS]) + float(last[mk.COMPUTE_OBSERVATION_TOKENS]),
         wall_seconds=float(wall), generated_tokens=generated, collect_seconds=collect,
-        update_tokens=float(epochs * sum(m["train/tokens"] for m in trained)),
-        update_seconds=float(sum(m["train/update_seconds"] for m in trained)),
+        update_tokens=float(epochs * sum(m[mk.TRAIN_TOKENS] for m in trained)),
+        update_seconds=float(sum(m[mk.TRAIN_UPDATE_SECONDS] for m in trained)),
         padding_efficiency=eff, peak_rss_mb=peak_rss_mb, updates=len(lines), process_seconds=process_seconds)
 
 
@@ -309,11 +310,11 @@ def bench_bound(algo: str, cache_dir: Path, extra: list[str], repeats: int) -> d
         bound = equal_length_bound(policy, critic, tokens, round(tokens / len(lengths)), c.algo.epochs,
                                    c.algo.minibatches, seed=rep)
         m = trainer.update(trajs)
-        rate = c.algo.epochs * m["train/tokens"] / m["train/update_seconds"]
+        rate = c.algo.epochs * m[mk.TRAIN_TOKENS] / m[mk.TRAIN_UPDATE_SECONDS]
         upd.append(rate)
         bnd.append(bound)
         ratios.append(rate / bound)
-        effs.append(m.get("train/padding_efficiency", float("nan")))
+        effs.append(m.get(mk.TRAIN_PADDING_EFFICIENCY, float("nan")))
     engine.close()
     return {"update_tok_s": statistics.median(upd), "bound_tok_s": statistics.median(bnd),
             "bound_fraction": statistics.median(ratios), "padding_efficiency": statistics.median(effs),

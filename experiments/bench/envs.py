@@ -9,7 +9,7 @@ both), and the ratio ``env seconds per step / FrozenLake seconds per step`` (the
 before timing so only ``reset`` + ``step`` are timed: an env whose spec has scripted agents
 replays its noisy-oracle episodes (for BugFix a mix of views, edits, undos, test runs, submits and
 faults); any other env gets random vocabulary word strings. FrozenLake takes random actions.
-Target: the spec's ``step_cost_target`` (BugFix <= 5x FrozenLake).
+Target: the spec's ``step_cost_target`` (BugFix-v2 <= 8x FrozenLake).
 Any env that fails to build is an error (non-zero exit); use ``--env`` to bench a subset.
 """
 

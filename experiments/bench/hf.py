@@ -30,7 +30,7 @@ side with the same model, prompts and lengths (median of ``--repeats``; ratios >
    ``--obs-per-rollout`` ids, at each rate; times the runs (methods x seeds of the preset's sweep)
    over the parallel jobs (its launcher's ``n_jobs``) (:func:`project_main_job`).
 
-The model is a tiny one built offline (``algos.hf_tiny``) unless ``--model DIR_OR_HUB_ID``;
+The model is a tiny one built offline (``experiments.runtime.hf_tiny``) unless ``--model DIR_OR_HUB_ID``;
 ``--device cuda`` runs the same on a GPU (and prints peak memory).
 """
 
@@ -46,11 +46,11 @@ import torch
 
 import envs
 from algos.hf_backend import HFPolicy, load_policy
-from algos.hf_tiny import TinyModelSpec, build_tiny_model_dir
 from algos.registry import make_trainer
 from algos.rollout import RolloutEngine, make_requests
 from envs.episode import run_episode
 from envs.long_horizon_v3_agents import make_agent as make_lh3_agent
+from experiments.runtime.hf_tiny import TinyModelSpec, build_tiny_model_dir
 from experiments.runtime.schema import GrpoConfig
 
 TARGETS = {"single_turn": 1.0, "ten_turns": 2.0}
@@ -391,7 +391,7 @@ def run(a: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         model = a.model or str(build_tiny_model_dir(Path(tmp) / "hf_tiny", TinyModelSpec()))
         results = _benches(a, model)
-    print(f"model {a.model or 'tiny (algos.hf_tiny)'} on {a.device}, rows {a.rows}, {a.threads} torch thread(s), "
+    print(f"model {a.model or 'tiny (experiments.runtime.hf_tiny)'} on {a.device}, rows {a.rows}, {a.threads} torch thread(s), "
           f"median of {a.repeats}")
     print(f"{'bench':<14} {'ours tok/s':>11} {'baseline tok/s':>15} {'ratio':>6} {'target':>7}  baseline")
     for r in results:

@@ -1,7 +1,9 @@
 """Closed-form claims (C1-C5, C15, C16, C18, C25): small hand-sized inputs through the project's own
-``algos`` functions (never a re-typed formula). Each ``measure_cNN()`` returns its claim's frozen
-result (:class:`experiments.claims.result.ClaimResult`): the measured values as fields, the row's
-texts and the pass rule next to them."""
+``algos`` functions (never a re-typed formula). Each ``measure_cNN()`` returns its frozen result
+(:class:`experiments.claims.result.Measurement`): the measured values as fields and the row's
+``what`` / ``measured`` texts. The expected numbers and the pass rule are the claim's test,
+tagged ``@pytest.mark.claim("Cn")`` in tests/claims/test_closed_form.py
+(:mod:`experiments.claims.tagged` runs it as the claim's row)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import torch
 from algos.advantages import gae, group_advantages, group_mean_std
 from algos.losses import aggregate, aggregation_weights, kl_estimate, ppo_clip_loss, sequence_ratios, token_ratios
 from algos.metrics import mixed_group_probability
-from experiments.claims.result import ClaimResult, close, fmt_list
+from experiments.claims.result import Measurement, fmt_list
 
 F64 = torch.float64
 
@@ -26,22 +28,16 @@ def _values(x: torch.Tensor) -> tuple[float, ...]:
 
 # ---------------------------------------------------------------------------------------------- C1
 @dataclass(frozen=True)
-class C1Result(ClaimResult):
+class C1Result(Measurement):
     """Token ratios, their product (the sequence ratio), their geometric mean (GSPO) and the
     token-level surrogate with A = 1."""
 
     what: ClassVar[str] = "token vs sequence ratio, old [.5,.25,.5] new [.6,.2,.6]"
-    expected: ClassVar[str] = "tokens [1.2, 0.8, 1.2]; product 1.152; token-level PPO uses per-token ratios"
 
     token_ratios: tuple[float, ...]
     product: float
     geometric: float
     token_objective: float
-
-    def passes(self) -> bool:
-        """Ratios 1.2, 0.8, 1.2, product 1.152, surrogate 3.2 / 3 (the mean ratio), not the product."""
-        return (close(self.token_ratios, [1.2, 0.8, 1.2]) and close(self.product, 1.152)
-                and close(self.token_objective, 3.2 / 3) and not close(self.token_objective, self.product, 1e-3))
 
     @property
     def measured(self) -> str:
@@ -64,19 +60,14 @@ def measure_c1() -> C1Result:
 
 # ---------------------------------------------------------------------------------------------- C2
 @dataclass(frozen=True)
-class C2Result(ClaimResult):
+class C2Result(Measurement):
     """Group mean, population std and advantages of one group's rewards."""
 
     what: ClassVar[str] = "GRPO group advantage, population std, r=[0,0,1,1]"
-    expected: ClassVar[str] = "mean 0.5, std 0.5, A [-1, -1, 1, 1]"
 
     mean: float
     std: float
     advantages: tuple[float, ...]
-
-    def passes(self) -> bool:
-        """Mean 0.5, std 0.5, advantages -1, -1, 1, 1."""
-        return close(self.mean, 0.5) and close(self.std, 0.5) and close(self.advantages, [-1, -1, 1, 1], 1e-5)
 
     @property
     def measured(self) -> str:
@@ -105,17 +96,12 @@ class SameRewardGroup:
 
 
 @dataclass(frozen=True)
-class C3Result(ClaimResult):
+class C3Result(Measurement):
     """The all-0 and the all-1 group (:class:`SameRewardGroup`)."""
 
     what: ClassVar[str] = "all-same groups [0,0,0,0], [1,1,1,1]; autograd on a tiny policy"
-    expected: ClassVar[str] = "A all 0; task-reward grad exactly 0; k3 KL grad non-zero"
 
     groups: tuple[SameRewardGroup, ...]
-
-    def passes(self) -> bool:
-        """In every group: all advantages 0, task-term gradient exactly 0, KL gradient > 0."""
-        return all(all(a == 0 for a in g.advantages) and g.task_grad == 0.0 and g.kl_grad > 0.0 for g in self.groups)
 
     @property
     def measured(self) -> str:
@@ -149,25 +135,16 @@ def measure_c3() -> C3Result:
 
 # ---------------------------------------------------------------------------------------------- C4
 @dataclass(frozen=True)
-class C4Result(ClaimResult):
+class C4Result(Measurement):
     """Advantages under three std conventions and a loss under two averaging conventions."""
 
     what: ClassVar[str] = "conventions: std ddof, std division, token vs sequence mean"
-    expected: ClassVar[str] = "each pair differs on the same data"
 
     population: tuple[float, ...]
     sample: tuple[float, ...]
     raw: tuple[float, ...]
     token_mean: float
     seq_mean: float
-
-    def passes(self) -> bool:
-        """Population std A = +-1, sample std A = +-sqrt(0.75), no division A = +-0.5; token-mean
-        0.25, sequence-mean 0.5."""
-        root = math.sqrt(0.75)
-        return (close(self.population, [-1, -1, 1, 1]) and close(self.sample, [-root] * 2 + [root] * 2)
-                and close(self.raw, [-0.5, -0.5, 0.5, 0.5]) and close(self.token_mean, 0.25, 1e-6)
-                and close(self.seq_mean, 0.5, 1e-6))
 
     @property
     def measured(self) -> str:
@@ -192,24 +169,18 @@ def measure_c4() -> C4Result:
 
 # ---------------------------------------------------------------------------------------------- C5
 C5_BAD_INPUTS = ((1.5, 8), (-0.1, 8), (0.5, True), (0.5, 0), (0.5, 8.0))
-C5_EXPECTED = {0.02: "14.9%", 0.2: "83.2%", 0.98: "14.9%"}
 
 
 @dataclass(frozen=True)
-class C5Result(ClaimResult):
+class C5Result(Measurement):
     """``P_mix`` per success probability at one group size, and which bad inputs were refused."""
 
     what: ClassVar[str] = "P_mix = 1 - p^G - (1-p)^G, G=8, and validation"
-    expected: ClassVar[str] = "14.9%, 83.2%, 14.9%; ValueError on bad p / G"
 
     group_size: int
     p_mix: Mapping[float, float]
     rejected: tuple[str, ...]
     tried: int
-
-    def passes(self) -> bool:
-        """The rounded percentages are :data:`C5_EXPECTED` and every bad input raised."""
-        return {p: f"{v:.1%}" for p, v in self.p_mix.items()} == C5_EXPECTED and len(self.rejected) == self.tried
 
     @property
     def measured(self) -> str:
@@ -232,20 +203,14 @@ def measure_c5() -> C5Result:
 
 # --------------------------------------------------------------------------------------------- C15
 @dataclass(frozen=True)
-class C15Result(ClaimResult):
+class C15Result(Measurement):
     """3-step GAE advantages at lambda 0.5 and 1, and the full return minus each value."""
 
     what: ClassVar[str] = "3-step GAE, r=[0,0,1], V=[.9,.3,.8], V'=[.3,.8,0], gamma 1"
-    expected: ClassVar[str] = "lambda .5: [-0.3, 0.6, 0.2]; lambda 1: [0.1, 0.7, 0.2]"
 
     lambda_half: tuple[float, ...]
     lambda_one: tuple[float, ...]
     return_minus_value: tuple[float, ...]
-
-    def passes(self) -> bool:
-        """Lambda 0.5 gives -0.3, 0.6, 0.2; lambda 1 gives 0.1, 0.7, 0.2, the return minus V."""
-        return (close(self.lambda_half, [-0.3, 0.6, 0.2]) and close(self.lambda_one, [0.1, 0.7, 0.2])
-                and close(self.lambda_one, self.return_minus_value))
 
     @property
     def measured(self) -> str:
@@ -267,22 +232,16 @@ def measure_c15() -> C15Result:
 
 # --------------------------------------------------------------------------------------------- C16
 @dataclass(frozen=True)
-class C16Result(ClaimResult):
+class C16Result(Measurement):
     """One-step GAE target and residual when a compression continues and when it is flagged
     terminal."""
 
     what: ClassVar[str] = "compression vs terminal flag, r=0, V=.6, V'=.8, gamma .9"
-    expected: ClassVar[str] = "continue: target 0.72, residual +0.12; terminal: 0, -0.6"
 
     continue_target: float
     continue_residual: float
     terminal_target: float
     terminal_residual: float
-
-    def passes(self) -> bool:
-        """Continuing: target 0.72, residual +0.12; terminal: target 0, residual -0.6."""
-        return (close(self.continue_target, 0.72) and close(self.continue_residual, 0.12)
-                and close(self.terminal_target, 0.0) and close(self.terminal_residual, -0.6))
 
     @property
     def measured(self) -> str:
@@ -303,12 +262,11 @@ def measure_c16() -> C16Result:
 
 # --------------------------------------------------------------------------------------------- C18
 @dataclass(frozen=True)
-class C18Result(ClaimResult):
+class C18Result(Measurement):
     """Task-mean and token-mean of one loss, whole and summed over micro-batches with global
     weights; the per-micro-batch token-mean and the per-segment mean."""
 
     what: ClassVar[str] = "slice weighting: task A 2 x loss 1, task B 6 x loss 3"
-    expected: ClassVar[str] = "task-mean 2.0, token-mean 2.5; same under micro-batching"
 
     task_mean: float
     token_mean: float
@@ -317,13 +275,6 @@ class C18Result(ClaimResult):
     token_mean_micro: float
     local: float
     per_segment: float
-
-    def passes(self) -> bool:
-        """Task-mean 2, token-mean 2.5, the same over micro-batches; the per-micro-batch average
-        is not 2.5."""
-        return (close(self.task_mean, 2.0, 1e-6) and close(self.token_mean, 2.5, 1e-6)
-                and close(self.task_mean_micro, 2.0, 1e-6) and close(self.token_mean_micro, 2.5, 1e-6)
-                and not close(self.local, 2.5, 1e-3))
 
     @property
     def measured(self) -> str:
@@ -354,12 +305,11 @@ def measure_c18() -> C18Result:
 
 # --------------------------------------------------------------------------------------------- C25
 @dataclass(frozen=True)
-class C25Result(ClaimResult):
+class C25Result(Measurement):
     """Two tokens beyond the clip (A = +1 and -1): clipped flags, gradients, ratios and losses;
     at ratios 1, the k3 KL to a frozen reference and its largest gradient."""
 
     what: ClassVar[str] = "PPO clipping is not a KL penalty (autograd)"
-    expected: ClassVar[str] = "clipped token grad 0; ratio not limited; KL grad != 0 at ratios 1"
 
     clipped: tuple[bool, ...]
     grad: tuple[float, ...]
@@ -368,13 +318,6 @@ class C25Result(ClaimResult):
     ratios_all_one: bool
     kl: float
     kl_grad_max: float
-
-    def passes(self) -> bool:
-        """The A = +1 token is clipped with gradient 0, the A = -1 one has gradient 1.5; both
-        ratios stay 1.5; at ratios 1 the KL and its gradient are non-zero."""
-        return (self.clipped == (True, False) and self.grad[0] == 0.0 and close(self.grad[1], 1.5)
-                and close(self.ratio, [1.5, 1.5]) and close(self.loss, [-1.2, 1.5]) and self.ratios_all_one
-                and self.kl > 0 and self.kl_grad_max > 0)
 
     @property
     def measured(self) -> str:

@@ -96,7 +96,7 @@ def pair_claims_config(algo: str = "ppo_ctde", updates: int = 4, episodes_per_up
     ``eval.samples_per_task = 1``: task indices ``0..eval_episodes-1``), then ``overrides``
     (Hydra override strings, e.g. ``"policy.d_model=16"``, ``"seed=1"``); validated
     (``ConfigError``, one line). The pair code reads it through ``experiments.runtime.pair``
-    (``pair_updates``, ``pair_num_envs``, ``eval_episodes``, ``pair_algo_config``)."""
+    (``pair_updates``, ``eval_episodes``, ``pair_algo_config``) and ``experiments.runtime.build``."""
     sizes = (f"algo.tasks_per_update={episodes_per_update}", f"budget.amount={updates * episodes_per_update}",
              f"eval.tasks={eval_episodes}", "eval.samples_per_task=1")
     cache = f"warmstart.cache_dir={REPO / '.cache' / 'agentrl' / 'warmstart'}"

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
 
+from algos import metric_keys as mk
 from experiments.claims.common import start_model_info, train_run
 from experiments.claims.result import EMPIRICAL, ClaimResult, finite, sig
 
@@ -25,12 +26,12 @@ PROTOCOL_ITEMS = (
     "eval.split", "eval.tasks", "eval.samples_per_task", "eval.temperature", "eval.env_kwargs",
     "rollout.temperature", "rollout.max_action_tokens", "budget.kind", "budget.amount", "seed",
 )
-COMPUTE_AXES = ("compute/rollouts", "compute/generated_tokens", "compute/tool_seconds", "compute/train_flops",
-                "compute/wall_seconds")
-C20_GRPO_KEYS = ("rollout/all_zero_rate", "rollout/all_one_rate", "train/agg_weight_shift")
-C20_PPO_KEYS = ("critic/heldout_points", "train/agg_weight_shift")
-C20_MEAN_KEYS = ("rollout/all_zero_rate", "rollout/all_one_rate", "rollout/mixed_group_rate",
-                 "train/agg_weight_shift", "critic/explained_variance_in_batch")
+COMPUTE_AXES = (mk.COMPUTE_ROLLOUTS, mk.COMPUTE_GENERATED_TOKENS, mk.COMPUTE_TOOL_SECONDS, mk.COMPUTE_TRAIN_FLOPS,
+                mk.COMPUTE_WALL_SECONDS)
+C20_GRPO_KEYS = (mk.ROLLOUT_ALL_ZERO_RATE, mk.ROLLOUT_ALL_ONE_RATE, mk.TRAIN_AGG_WEIGHT_SHIFT)
+C20_PPO_KEYS = (mk.CRITIC_HELDOUT_POINTS, mk.TRAIN_AGG_WEIGHT_SHIFT)
+C20_MEAN_KEYS = (mk.ROLLOUT_ALL_ZERO_RATE, mk.ROLLOUT_ALL_ONE_RATE, mk.ROLLOUT_MIXED_GROUP_RATE,
+                 mk.TRAIN_AGG_WEIGHT_SHIFT, mk.CRITIC_EXPLAINED_VARIANCE_IN_BATCH)
 
 
 @lru_cache(maxsize=2)
@@ -70,9 +71,9 @@ class ComparedRun:
     def read(cls, run: dict) -> ComparedRun:
         """The values of ``run`` (as returned by ``train_run``)."""
         s = run["summary"]
-        return cls(eval_success=s.get("eval/success"), eval_train_success=s.get("eval_train/success"),
-                   test_budget=s.get("eval/test_budget"), eval_tasks=s.get("eval/tasks"), updates=s.get("updates"),
-                   start_success=s.get("start_model/success"), compute={k: s.get(k) for k in COMPUTE_AXES},
+        return cls(eval_success=s.get(mk.EVAL_SUCCESS), eval_train_success=s.get(mk.EVAL_TRAIN_SUCCESS),
+                   test_budget=s.get(mk.EVAL_TEST_BUDGET), eval_tasks=s.get(mk.EVAL_TASKS), updates=s.get("updates"),
+                   start_success=s.get(mk.START_MODEL_SUCCESS), compute={k: s.get(k) for k in COMPUTE_AXES},
                    group_size=run["config"]["algo"]["group_size"], critic=s.get("critic"))
 
     def complete(self) -> bool:
@@ -103,7 +104,7 @@ class C19Result(ClaimResult):
         g, p = self.grpo, self.ppo
         return (g.complete() and p.complete() and not self.protocol_differ and self.same_start
                 and g.test_budget == p.test_budget
-                and g.compute["compute/rollouts"] >= self.budget and p.compute["compute/rollouts"] >= self.budget)
+                and g.compute[mk.COMPUTE_ROLLOUTS] >= self.budget and p.compute[mk.COMPUTE_ROLLOUTS] >= self.budget)
 
     @property
     def measured(self) -> str:
@@ -134,7 +135,7 @@ def measure_c19(budget: int = C19_BUDGET) -> C19Result:
     return C19Result(budget=budget, grpo=ComparedRun.read(g), ppo=ComparedRun.read(p),
                      protocol_items=len(PROTOCOL_ITEMS),
                      protocol_differ=tuple(k for k in PROTOCOL_ITEMS if _item(g["config"], k) != _item(p["config"], k)),
-                     same_start=g["summary"]["start_model/path"] == p["summary"]["start_model/path"])
+                     same_start=g["summary"][mk.START_MODEL_PATH] == p["summary"][mk.START_MODEL_PATH])
 
 
 # --------------------------------------------------------------------------------------------- C20
@@ -173,23 +174,23 @@ class DiagnosedRun:
             vals = [row[k] for row in rows if finite(row.get(k))]
             means[k] = sum(vals) / len(vals) if vals else None
         return cls(updates=len(rows), finite_updates={k: sum(finite(row.get(k)) for row in rows) for k in keys},
-                   all_zero_rate=means["rollout/all_zero_rate"], all_one_rate=means["rollout/all_one_rate"],
-                   mixed_group_rate=means["rollout/mixed_group_rate"], agg_weight_shift=means["train/agg_weight_shift"],
-                   ev_in_batch=means["critic/explained_variance_in_batch"], success=s.get("eval/success"),
-                   test_budget=s.get("eval/test_budget"), recovery_rate=s.get("eval/recovery_rate"),
-                   tool_failure_episodes=s.get("eval/tool_failure_episodes"),
-                   train_success=s.get("eval_train/success"), train_recovery_rate=s.get("eval_train/recovery_rate"),
-                   train_tool_failure_episodes=s.get("eval_train/tool_failure_episodes"),
+                   all_zero_rate=means[mk.ROLLOUT_ALL_ZERO_RATE], all_one_rate=means[mk.ROLLOUT_ALL_ONE_RATE],
+                   mixed_group_rate=means[mk.ROLLOUT_MIXED_GROUP_RATE], agg_weight_shift=means[mk.TRAIN_AGG_WEIGHT_SHIFT],
+                   ev_in_batch=means[mk.CRITIC_EXPLAINED_VARIANCE_IN_BATCH], success=s.get(mk.EVAL_SUCCESS),
+                   test_budget=s.get(mk.EVAL_TEST_BUDGET), recovery_rate=s.get(mk.EVAL_RECOVERY_RATE),
+                   tool_failure_episodes=s.get(mk.EVAL_TOOL_FAILURE_EPISODES),
+                   train_success=s.get(mk.EVAL_TRAIN_SUCCESS), train_recovery_rate=s.get(mk.EVAL_TRAIN_RECOVERY_RATE),
+                   train_tool_failure_episodes=s.get(mk.EVAL_TRAIN_TOOL_FAILURE_EPISODES),
                    eval_split=run["config"]["eval"]["split"])
 
     def problems(self, name: str) -> list[str]:
         """What this run (called ``name``) misses: training keys not finite in every update, task
         values not finite in the summary, an eval split that is not held-out."""
         out = [f"{name} {k}" for k, n in self.finite_updates.items() if n != self.updates]
-        required = (("eval/success", self.success), ("eval/test_budget", self.test_budget),
-                    ("eval/recovery_rate", self.recovery_rate),
-                    ("eval/tool_failure_episodes", self.tool_failure_episodes),
-                    ("eval_train/success", self.train_success))
+        required = ((mk.EVAL_SUCCESS, self.success), (mk.EVAL_TEST_BUDGET, self.test_budget),
+                    (mk.EVAL_RECOVERY_RATE, self.recovery_rate),
+                    (mk.EVAL_TOOL_FAILURE_EPISODES, self.tool_failure_episodes),
+                    (mk.EVAL_TRAIN_SUCCESS, self.train_success))
         out += [f"{name} summary {k}" for k, v in required if not finite(v)]
         if self.eval_split != "heldout":
             out.append(f"{name} eval split")
@@ -261,5 +262,5 @@ def measure_c20(budget: int = C19_BUDGET) -> C20Result:
     ppo_rows = runs["ppo"]["metrics"]
     return C20Result(budget=budget, grpo=DiagnosedRun.read(runs["grpo"], C20_GRPO_KEYS),
                      ppo=DiagnosedRun.read(runs["ppo"], C20_PPO_KEYS),
-                     heldout_ev=tuple(row.get("critic/explained_variance_heldout") for row in ppo_rows),
-                     heldout_points=tuple(row.get("critic/heldout_points") for row in ppo_rows))
+                     heldout_ev=tuple(row.get(mk.CRITIC_EXPLAINED_VARIANCE_HELDOUT) for row in ppo_rows),
+                     heldout_points=tuple(row.get(mk.CRITIC_HELDOUT_POINTS) for row in ppo_rows))

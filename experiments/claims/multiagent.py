@@ -19,10 +19,8 @@ parts as fields, the row's texts and the pass rule):
    ``tv_diff = TV(start, B training) - TV(start, B frozen)`` with the interval of the
    paired draws: how much of A's environment change comes from B learning rather than from A's
    own updates and sampling noise. The policy learning rate ``lr`` is set so B's message
-   distribution moves within ``updates`` updates: measured at seed 0, lr 1e-3 for 3 or 6 updates
-   barely moves it (the interval of the difference includes 0), lr 3e-3 nearly silences B. At lr
-   2e-3 one training run is not enough: with 4 updates the difference was +0.03, -0.02 and +0.31
-   at seeds 0, 1, 2 (on AMD Zen 4; on Zen 3 and Xeon machines seed 0 read above 0), with 8 updates +0.24, +0.43, +0.44, +0.11 at seeds 0-3. So the claim runs 8 updates in
+   distribution moves within ``updates`` updates without silencing B, and one training run's
+   difference varies from run to run (docs/results.md, C22), so the claim runs ``updates`` updates in
    ``replicates`` training replicates (rollout and evaluation seeds ``seed + r``) and pools them
    (``nonstationarity``): the mean difference, with a stratified paired bootstrap interval.
 2. **Centralized vs local critic inputs** (``critic_information_gap``). On a fixed data set of
@@ -38,8 +36,8 @@ parts as fields, the row's texts and the pass rule):
    ``EV = 1 - Var(G - V) / Var(G)`` of central and local inputs, and the difference with a paired
    bootstrap interval over held-out episodes. A linear probe, not the transformer critic: at this
    scale (tens of episodes, one CPU minute) the ``ValueModel`` critics fitted by PPO's own value
-   loss reach held-out EV ~0 for both inputs (measured: central 0.002, local 0.003), which measures
-   the fit, not the information; the probe measures what the joint inputs add.
+   loss reach a held-out EV near 0 for both inputs (docs/results.md, C22), which measures the fit,
+   not the information; the probe measures what the joint inputs add.
 """
 
 from __future__ import annotations
@@ -47,7 +45,7 @@ from __future__ import annotations
 import copy
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import ClassVar
 
@@ -55,17 +53,19 @@ import numpy as np
 import torch
 
 from algos.metrics import binomial_confidence_interval
-from algos.pair_rollout import PairEpisode, pair_requests
-from algos.policy import PolicyModel, PolicyShape, ValueModel
+from algos.pair_rollout import PairEpisode, agent_trajectories
+from algos.policy import PolicyModel, ValueModel
 from algos.ppo_ctde import PairLearner
 from algos.registry import make_trainer
+from algos.rollout import make_requests
 from envs.pairfix import AGENTS, indices_with_bug_in
 from envs.pairfix.agents import PairOracle
-from envs.tokenizer import get_tokenizer
 from experiments.claims.common import pair_claims_config
 from experiments.claims.result import EMPIRICAL, ClaimResult
-from experiments.runtime.pair import eval_episodes, pair_algo_config, pair_updates, train_engine, warm_start
+from experiments.runtime.build import policy_shape, sampling_generator, train_engine, update_requests
+from experiments.runtime.pair import eval_episodes, pair_algo_config, pair_updates, warm_start
 from experiments.runtime.schema import TrainConfig
+from experiments.runtime.seeds import Stream, stream_seed
 
 
 @dataclass(frozen=True)
@@ -125,33 +125,42 @@ def _per_episode(episodes: list[PairEpisode]) -> list[Counter]:
 
 def _success(episodes: list[PairEpisode]) -> tuple[int, int]:
     """(verified successes, episodes) over the episodes where agent ``a`` acted, unmasked."""
-    live = [ep.a for ep in episodes if ep.a is not None and not ep.a.masked]
+    live = [t for t in (ep.for_agent("a") for ep in episodes) if t is not None and not t.masked]
     return sum(int(t.verified or 0) for t in live), len(live)
 
 
 def _interval(draws: np.ndarray) -> tuple[float, float]:
-    return float(np.quantile(draws, 0.025)), float(np.quantile(draws, 0.975))
+    """The 95 % percentile interval of the bootstrap ``draws`` that are defined (a resample whose
+    returns are all equal has no explained variance: NaN, left out); NaN when none is."""
+    defined = draws[~np.isnan(draws)]
+    if not len(defined):
+        return float("nan"), float("nan")
+    return float(np.quantile(defined, 0.025)), float(np.quantile(defined, 0.975))
 
 
 def _replicate_episodes(c: TrainConfig, start: dict, engine, a_only: list[int], seed: int) -> tuple[list, dict]:
-    """One replicate of part 1 with rollout and evaluation seed ``seed``: the start pair's
-    evaluation episodes and, for B frozen and B training, the episodes after ``pair_updates(c)`` updates."""
+    """One replicate of part 1 with run seed ``seed``: the start pair's evaluation episodes
+    (``eval_episodes(c)`` on the train tasks ``a_only``, cycled; stream ``NONSTATIONARITY_EVAL``)
+    and, for B frozen and B training, the episodes after ``pair_updates(c)`` updates drawn as a
+    pair run of that seed draws them (``build.update_requests`` / ``sampling_generator``)."""
+    run_c = replace(c, seed=seed)
+    eval_seed = stream_seed(seed, stream=Stream.NONSTATIONARITY_EVAL)
+
     def evaluate(models) -> list[PairEpisode]:
-        gen = torch.Generator().manual_seed(70_000 + seed)
-        return engine.collect(models, pair_requests(eval_episodes(c), 70_000 + seed, "train", a_only), -1, gen)
+        tasks = [a_only[i % len(a_only)] for i in range(eval_episodes(c))]
+        reqs = make_requests(len(tasks), 1, seed=eval_seed, split="train", task_indices=tasks)
+        return engine.collect(models, reqs, -1, torch.Generator().manual_seed(eval_seed))
 
     eval_start = evaluate(start)
     ends = {}
-    n, tasks = c.algo.tasks_per_update, c.env.train_tasks
     for run, frozen in (("frozen", ("b",)), ("training", ())):
         policies = {a: copy.deepcopy(m) for a, m in start.items()}
         trainers = {a: make_trainer("ppo_independent", pair_algo_config(c), policies[a], critic=ValueModel(start[a].shape),
                                     temperature=c.rollout.temperature) for a in AGENTS}
         learner = PairLearner(trainers, frozen=frozen)
-        gen = torch.Generator().manual_seed(seed)
         for k in range(pair_updates(c)):
-            reqs = pair_requests(n, 1000 * (k + 1) + seed, task_indices=[(k * n + i) % tasks for i in range(n)])
-            learner.update(engine.collect(learner.models(), reqs, k, gen))
+            episodes = engine.collect(learner.models(), update_requests(run_c, k), k, sampling_generator(run_c, k))
+            learner.update(episodes)
         ends[run] = evaluate(learner.models())
     return eval_start, ends
 
@@ -215,21 +224,19 @@ def _pool_replicates(c: TrainConfig, start: dict, engine, a_only: list[int], n_b
 
 def nonstationarity(c: TrainConfig, n_boot: int, rng: np.random.Generator, replicates: int = 1) -> Nonstationarity:
     """Part 1 of the module docstring on config ``c`` (``c.algo`` must be ``ppo_independent``),
-    over ``replicates`` training replicates from the same start pair: replicate ``r`` uses
-    rollout and evaluation seed ``c.seed + r`` (replicate 0 is the single-replicate measurement).
+    over ``replicates`` training replicates from the same start pair: replicate ``r`` draws its
+    rollouts and evaluations from run seed ``c.seed + r`` (replicate 0 is the single-replicate
+    measurement).
     Pooled over replicates: successes are summed (Wilson interval on the pooled counts); every TV
     is the mean of the replicates' TVs, and its interval comes from the mean of their paired
     bootstrap draws (each replicate resampled within its own episodes, the draws averaged: a
     stratified bootstrap of the mean). ``tv_diff_replicates`` lists each replicate's difference:
     B's learning moves from one training run to the next far more than the evaluation episodes
-    do (measured at 4 updates, seeds 0-2: +0.03, -0.02, +0.31)."""
+    do."""
     if replicates < 1:
         raise ValueError(f"replicates={replicates} must be >= 1")
-    tok, p = get_tokenizer(), c.policy
-    shape = PolicyShape(vocab_size=tok.vocab_size, d_model=p.d_model, n_layers=p.n_layers, n_heads=p.n_heads,
-                        max_len=p.max_len)
     torch.manual_seed(c.seed)
-    start = {a: PolicyModel(shape) for a in AGENTS}
+    start = {a: PolicyModel(policy_shape(c)) for a in AGENTS}
     warm_start(start, c)
     engine = train_engine(c)
     a_only = [i for i in indices_with_bug_in("a", c.env.train_tasks) if i < c.env.train_tasks]
@@ -347,9 +354,9 @@ def critic_information_gap(seed: int, probe_tasks: int, fit_episodes: int, heldo
     held-out success rate and point count."""
     engine = train_engine(c)
     demo = {a: partial(PairOracle, demo_noise) for a in AGENTS}
-    tasks = list(range(probe_tasks))
-    fit = engine.collect(demo, pair_requests(fit_episodes, 20_000 + seed, task_indices=tasks))
-    held = engine.collect(demo, pair_requests(heldout_episodes, 30_000 + seed, task_indices=tasks))
+    fit, held = (engine.collect(demo, make_requests(n, 1, seed=stream_seed(seed, stream=stream),
+                                                    task_indices=[i % probe_tasks for i in range(n)]))
+                 for n, stream in ((fit_episodes, Stream.CRITIC_PROBE_FIT), (heldout_episodes, Stream.CRITIC_PROBE_HELDOUT)))
     values, returns, owner, agent = _probe_values(fit, held, ridge)
     ev = {kind: _ev(values[kind], returns) for kind in ("central", "local")}
     per_agent = {(kind, a): _ev(values[kind][agent == a], returns[agent == a])
@@ -364,7 +371,7 @@ def critic_information_gap(seed: int, probe_tasks: int, fit_episodes: int, heldo
                      ev_central_b=per_agent["central", "b"], ev_local=ev["local"],
                      ev_local_a=per_agent["local", "a"], ev_local_b=per_agent["local", "b"],
                      ev_diff=Estimate(ev["central"] - ev["local"], *_interval(diff)),
-                     heldout_success=sum(int(ep.a.verified or 0) for ep in held if ep.a is not None) / len(held),
+                     heldout_success=sum(int(t.verified or 0) for t in agent_trajectories(held, "a")) / len(held),
                      heldout_points=int(len(returns)))
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
 
+from algos import metric_keys as mk
 from algos.registry import trainer_traits
 from experiments.claims.common import start_model_info, train_run
 from experiments.claims.compare import C19_ALGOS
@@ -123,15 +124,15 @@ class C24TrainerResult:
 def _reward_run(run: dict, algo: str, mode: str) -> RewardRun:
     """The :class:`RewardRun` of ``run`` (as returned by ``train_run``) with ``algo`` and ``mode``."""
     rows = run["metrics"]
-    r0, r1 = quarter_means(rows, "rollout/train_reward_mean")
-    s0, s1 = quarter_means(rows, "rollout/success_rate")
+    r0, r1 = quarter_means(rows, mk.ROLLOUT_TRAIN_REWARD_MEAN)
+    s0, s1 = quarter_means(rows, mk.ROLLOUT_SUCCESS_RATE)
     frac = None
     if trainer_traits(algo).step_rewards:
-        fracs = [r["train/scored_step_frac"] for r in rows if r.get("train/scored_step_frac") is not None]
+        fracs = [r[mk.TRAIN_SCORED_STEP_FRAC] for r in rows if r.get(mk.TRAIN_SCORED_STEP_FRAC) is not None]
         frac = sum(fracs) / len(fracs) if fracs else float("nan")
     return RewardRun(algo=algo, mode=mode, updates=len(rows), reward_first=r0, reward_last=r1, success_first=s0,
-                     success_last=s1, turns_last=quarter_means(rows, "rollout/mean_turns")[1],
-                     eval_train_success=run["summary"]["eval_train/success"], scored_step_frac=frac)
+                     success_last=s1, turns_last=quarter_means(rows, mk.ROLLOUT_MEAN_TURNS)[1],
+                     eval_train_success=run["summary"][mk.EVAL_TRAIN_SUCCESS], scored_step_frac=frac)
 
 
 def measure_c24_trainer(budget: int = C24_BUDGET, seed: int = 0) -> C24TrainerResult:

@@ -2,9 +2,11 @@
 the number comparisons and formats the rows' pass rules and texts use.
 
 A claim's measurement (``measure_cNN`` in a module of ``experiments/claims/``) returns a frozen
-dataclass that subclasses :class:`ClaimResult`: its fields are the measured values, its class
-attributes ``what`` / ``expected`` / ``kind`` and its property ``measured`` are the row's texts,
-and :meth:`ClaimResult.passes` is the claim's pass rule. ``experiments/reproduce_claims.py``
+dataclass: its fields are the measured values, its class attribute ``what`` and its property
+``measured`` are row texts (:class:`Measurement`). An empirical claim's result subclasses
+:class:`ClaimResult`: ``expected`` / ``kind`` and :meth:`ClaimResult.passes`, the claim's pass rule,
+sit beside the measurement; a closed-form claim's expected numbers and pass rule are its tagged
+test (:mod:`experiments.claims.tagged`). ``experiments/reproduce_claims.py``
 prints one row per result.
 """
 
@@ -20,20 +22,27 @@ CLOSED_FORM, EMPIRICAL = "closed-form", "empirical"
 KINDS = (CLOSED_FORM, EMPIRICAL)
 
 
-class ClaimResult:
-    """Base of every claim's result. A subclass is a frozen dataclass of the measured values that
-    sets ``what`` (what was checked), ``expected`` and ``kind`` (:data:`CLOSED_FORM`: computed
-    with ``algos`` on hand-sized inputs; :data:`EMPIRICAL`: runs envs, rollouts or trainers) and
-    defines ``measured`` (the text of the "measured" column) and :meth:`passes` (the pass rule)."""
+class Measurement:
+    """Base of every measurement's result: a frozen dataclass of the measured values that sets
+    ``what`` (what was checked) and defines ``measured`` (the text of the "measured" column). A
+    closed-form measurement is only this: its expected numbers and pass rule are its tagged test
+    (:mod:`experiments.claims.tagged`)."""
 
     what: ClassVar[str]
-    expected: ClassVar[str]
-    kind: ClassVar[str] = CLOSED_FORM
 
     @property
     def measured(self) -> str:
         """The "measured" column: the values of this result as text."""
         raise NotImplementedError
+
+
+class ClaimResult(Measurement):
+    """Base of a claim's result that carries its own pass rule (the empirical claims): sets
+    ``expected`` and ``kind`` (:data:`EMPIRICAL`: runs envs, rollouts or trainers;
+    :data:`CLOSED_FORM` for a hand-made result in a test) and defines :meth:`passes`."""
+
+    expected: ClassVar[str]
+    kind: ClassVar[str] = CLOSED_FORM
 
     def passes(self) -> bool:
         """The claim's pass rule on the values of this result."""

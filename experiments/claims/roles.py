@@ -10,6 +10,7 @@ from typing import ClassVar
 
 import torch
 
+from algos import metric_keys as mk
 from algos.batch import Batch, collate
 from algos.losses import aggregate, aggregation_weights, ppo_clip_loss, token_ratios
 from algos.policy import PolicyModel
@@ -165,9 +166,9 @@ def measure_c7(staleness: int = 1) -> C7Result:
         staleness=staleness, updates=len(stale["updates"]), sampler_version=last["version"],
         policy_version=last["policy_version"], lag=last["policy_version"] - last["version"],
         action_tokens=int(act.sum()), stale_gap_max=gap_max, stale_gap_mean=gap_mean,
-        metric_gap=float(record.metrics["train/behavior_old_logp_gap"]),
-        is_weight=float(record.metrics.get("train/is_weight", float("nan"))),
-        kl_ref=float(record.metrics.get("train/kl_ref", float("nan"))),
+        metric_gap=float(record.metrics[mk.TRAIN_BEHAVIOR_OLD_LOGP_GAP]),
+        is_weight=float(record.metrics.get(mk.TRAIN_IS_WEIGHT, float("nan"))),
+        kl_ref=float(record.metrics.get(mk.TRAIN_KL_REF, float("nan"))),
         token_versions=tuple(sorted(set(batch.policy_version[act].tolist()))),
         separate_fields=separate,
         first_gap_max=_logp_gap(stale["updates"][0]["record"])[0],

@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from algos import metric_keys as mk
 from experiments.report import ReportError
 from experiments.report.horizons import HORIZON_COLUMNS, horizon_rows, render_horizon_report
 from experiments.runtime.loggers import make_logger
@@ -92,8 +93,8 @@ def run_horizons(horizons: Sequence[int], sweep_dir: Path, run_one, methods: Seq
     log = make_logger(logger, run_dir=sweep_dir, name=f"{group}-horizons", group=group, job_type="report",
                       config={"horizons": list(horizons), "methods": list(methods), "sweeps": [str(d) for d in dirs]})
     try:
-        log.log_table("report/horizons", list(HORIZON_COLUMNS), horizon_rows(results))
-        log.log_images({"report/horizons": png})
+        log.log_table(mk.REPORT_HORIZONS, list(HORIZON_COLUMNS), horizon_rows(results))
+        log.log_images({mk.REPORT_HORIZONS: png})
     finally:
         log.finish()
     print(f"\nhorizons {list(horizons)}: {len(dirs)} sweeps in {time.perf_counter() - t0:.0f}s; "

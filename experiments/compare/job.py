@@ -32,11 +32,9 @@ Steps:
    final table and the diagnostics table as ``wandb.Table`` and every plot as ``wandb.Image``.
    Each training run also logged itself to the same group (``job_type`` = its algorithm).
 
-Why a subprocess and not Hydra's Python API: ``hydra.compose`` cannot run a multirun or a
-launcher; calling ``@hydra.main`` in-process means faking ``sys.argv`` and sharing Hydra's global
-state with this process. The subprocess is exactly the command a user would type (printed, so any
-sweep can be re-run or extended by hand), keeps each sweep's state isolated, and lets this job set
-the environment of every run (one BLAS thread per job, W&B offline).
+The sweep is a subprocess, supervised by :mod:`experiments.compare.supervise` (why not Hydra's
+Python API, its environment, how Ctrl-C stops all of it). What a preset selects (its env,
+compression and methods) is read from its config as Hydra composes it (:func:`read_preset`).
 
 Methods (``--methods``, :func:`compare_methods`): a name must be a trainer of the registry
 (``algos.registry``), whose registration says what it needs (its traits); anything else is a
@@ -56,28 +54,26 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import os
 import re
-import signal
-import subprocess
 import sys
-import threading
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
+from algos import metric_keys as mk
 import envs
 from algos.registry import TrainerTraits, load_builtin_trainers, trainer_traits
 from experiments.compare.horizons import HorizonError, horizon_dir, horizon_overrides, parse_horizons, run_horizons
 from experiments.compare.map import (TINY_CEILING_ARGS, MapError, cell_dir, check_prob_override, map_cells, parse_check_probs, render_map,
                                      run_ceiling, run_map)
+from experiments.compare.supervise import run_sweep
 from experiments.report import DIAG_COLUMNS, ReportError, diagnostics_table, group_runs, render_report, report_tables
+from experiments.runtime.config import CONFIG_DIR, compose_config
 from experiments.runtime.loggers import make_logger
+from experiments.runtime.schema import method_envs
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 EXPERIMENT_DIR = CONFIG_DIR / "experiment"
 #: a preset is ``configs/experiment/compare_<preset>.yaml`` including the shared setup ``compare_base``
 PRESET_PREFIX = "compare_"
@@ -86,43 +82,13 @@ BASE_EXPERIMENT = "compare_base"
 DEFAULT_PRESET = "small"
 
 
-def _defaults(path: Path) -> list:
-    """The defaults list of the config file ``path`` (``[]`` when it has none)."""
-    return list(OmegaConf.to_container(OmegaConf.load(path)).get("defaults") or [])
-
-
 def find_presets(experiment_dir: Path = EXPERIMENT_DIR) -> dict[str, str]:
-    """preset -> experiment name: every ``compare_<preset>.yaml`` of ``experiment_dir`` whose
-    defaults list includes :data:`BASE_EXPERIMENT`; :data:`DEFAULT_PRESET` first, then by name."""
+    """preset -> experiment name: every ``compare_<preset>.yaml`` of ``experiment_dir`` but the
+    shared setup :data:`BASE_EXPERIMENT` (which each of them includes); :data:`DEFAULT_PRESET`
+    first, then by name."""
     found = {p.stem.removeprefix(PRESET_PREFIX): p.stem for p in sorted(experiment_dir.glob(f"{PRESET_PREFIX}*.yaml"))
-             if BASE_EXPERIMENT in _defaults(p)}
+             if p.stem != BASE_EXPERIMENT}
     return dict(sorted(found.items(), key=lambda item: item[0] != DEFAULT_PRESET))
-
-
-def experiment_env(experiment: str, experiment_dir: Path = EXPERIMENT_DIR) -> str | None:
-    """The env option that ``<experiment_dir>/<experiment>.yaml`` selects: the last ``override /env``
-    entry of its defaults list, or of an experiment file it includes (in list order, the last one
-    wins); ``None`` when none selects one."""
-    env = None
-    for entry in _defaults(experiment_dir / f"{experiment}.yaml"):
-        if isinstance(entry, dict) and "override /env" in entry:
-            env = entry["override /env"]
-        elif isinstance(entry, str) and entry != "_self_":
-            env = experiment_env(entry, experiment_dir) or env
-    return env
-
-
-def experiment_methods(experiment: str, experiment_dir: Path = EXPERIMENT_DIR) -> tuple[str, ...]:
-    """The ``hydra.sweeper.params.algo`` names of ``<experiment_dir>/<experiment>.yaml``: its own
-    value, else that of the last experiment file of its defaults list (recursively) that sets one;
-    ``()`` when none does."""
-    found: tuple[str, ...] = ()
-    for entry in _defaults(experiment_dir / f"{experiment}.yaml"):
-        if isinstance(entry, str) and entry != "_self_":
-            found = experiment_methods(entry, experiment_dir) or found
-    data = OmegaConf.to_container(OmegaConf.load(experiment_dir / f"{experiment}.yaml"))
-    algo = ((data.get("hydra") or {}).get("sweeper") or {}).get("params", {}).get("algo")
-    return tuple(m.strip() for m in str(algo).split(",")) if algo else found
 
 
 def registry_ordered(methods: Sequence[str]) -> tuple[str, ...]:
@@ -132,53 +98,61 @@ def registry_ordered(methods: Sequence[str]) -> tuple[str, ...]:
     return tuple(sorted(methods, key=lambda m: rank.get(m, len(rank))))
 
 
-def default_env(config_dir: Path = CONFIG_DIR) -> str:
-    """The env option of ``configs/config.yaml``'s defaults list (a run's env without ``env=``)."""
-    return next(e["env"] for e in _defaults(config_dir / "config.yaml") if isinstance(e, dict) and "env" in e)
+@dataclass(frozen=True)
+class Preset:
+    """What the compare job reads from a preset's composed config (:func:`read_preset`)."""
+
+    experiment: str  # configs/experiment/<experiment>.yaml
+    env: str  # its env.name (an env option's file name configs/env/<name>.yaml is its env.name)
+    compression: str  # its compression option (configs/compression/<name>.yaml)
+    methods: tuple[str, ...]  # its hydra.sweeper.params.algo, in the registry's order
+
+
+def read_preset(experiment: str) -> Preset:
+    """The env, compression option and sweep methods of ``experiment=<experiment>`` as Hydra
+    composes it (``experiments.runtime.config.compose_config``: defaults lists, included
+    experiments and overrides are Hydra's to resolve, not this job's)."""
+    with warnings.catch_warnings():  # the launcher's schema notice (see supervise.NoticeFilter)
+        warnings.filterwarnings("ignore", message=r"(?s).*validated against ConfigStore schema")
+        cfg = compose_config([f"experiment={experiment}"], return_hydra_config=True)
+    algo = cfg.hydra.sweeper.params.get("algo")
+    methods = tuple(m.strip() for m in str(algo).split(",")) if algo else ()
+    return Preset(experiment, str(cfg.env.name), str(cfg.hydra.runtime.choices.compression), registry_ordered(methods))
 
 
 #: preset -> experiment (``configs/experiment/compare_<preset>.yaml``), read from the files
 PRESETS: dict[str, str] = find_presets()
-#: The env (``env.name``) each preset trains on, read from its experiment file (an env option's
-#: file name ``configs/env/<name>.yaml`` is its ``env.name``, as ``env=<name>`` overrides assume).
-PRESET_ENVS: dict[str, str] = {p: experiment_env(e) or default_env() for p, e in PRESETS.items()}
+#: preset -> what its composed config selects (:func:`read_preset`)
+PRESET_CONFIGS: dict[str, Preset] = {p: read_preset(e) for p, e in PRESETS.items()}
+#: The env (``env.name``) each preset trains on.
+PRESET_ENVS: dict[str, str] = {p: c.env for p, c in PRESET_CONFIGS.items()}
+#: The compression option (``configs/compression/<name>.yaml``) each preset runs with.
+PRESET_COMPRESSION: dict[str, str] = {p: c.compression for p, c in PRESET_CONFIGS.items()}
 LAUNCHERS = ("joblib", "ray")
 #: ``hydra/launcher=`` values of :func:`sweep_command`: the ``--launcher`` choices plus Hydra's
 #: built-in ``basic`` (sequential, in the multirun process), which ``--tiny`` picks by default.
 SWEEP_LAUNCHERS = ("basic", *LAUNCHERS)
 LOGGER_KINDS = ("wandb", "none")
 
-#: Environment of the sweep subprocess (and so of every job): one thread per BLAS/OpenMP pool so
-#: parallel jobs do not oversubscribe the cores; W&B never goes online or asks for a login.
-SWEEP_ENV: dict[str, str] = {
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "WANDB_MODE": "offline",
-    "WANDB_SILENT": "true",
-    "WANDB_DISABLE_GIT": "true",
-    "PYTHONUNBUFFERED": "1",
-}
-
 
 def compare_methods() -> dict[str, TrainerTraits]:
     """Methods the compare job runs (every trainer of the registry, registration order) and the
-    traits it reads: ``envs`` (the preset's env must be one of them) and ``step_rewards`` (it
-    needs ``env.kwargs.reward_mode`` in :data:`STEP_REWARD_MODES`, an override given after ``--``)."""
+    traits it reads (:func:`check_methods`): ``agents`` and ``step_rewards`` (the preset's env must
+    be one of ``experiments.runtime.schema.method_envs``; step rewards also need
+    ``env.kwargs.reward_mode`` in the env spec's ``step_reward_modes``, an override given after
+    ``--``) and ``compression`` (the sweep must run a compression strategy)."""
     return {name: trainer_traits(name) for name in load_builtin_trainers()}
 
 
 #: ``--methods`` when not given, per preset: the preset's ``hydra.sweeper.params.algo`` set (read
-#: from its experiment file, :func:`experiment_methods`) in the registry's order
+#: from its composed config, :func:`read_preset`) in the registry's order
 #: (:func:`registry_ordered`), so the baseline (the first) is the method registered first: GRPO
 #: (``PPO - GRPO``; on the horizon preset GiGPO is compared with it too), and on pairfix
 #: ``ppo_independent``, because the question is whether the centralized critic helps, so the
 #: Conclusion reads ``PPO_CTDE - PPO_INDEPENDENT`` (positive: the central critic is ahead).
-PRESET_METHODS: dict[str, tuple[str, ...]] = {p: registry_ordered(experiment_methods(e)) for p, e in PRESETS.items()}
+PRESET_METHODS: dict[str, tuple[str, ...]] = {p: c.methods for p, c in PRESET_CONFIGS.items()}
 #: ``--methods`` of the default preset: the two methods of the main job (GRPO, PPO).
 DEFAULT_METHODS: tuple[str, ...] = PRESET_METHODS[DEFAULT_PRESET]
-#: ``env.kwargs.reward_mode`` values that pay per-step rewards (BugFix-v2; LongHorizon-v1 has none).
-STEP_REWARD_MODES: tuple[str, ...] = ("process", "biased_process")
 _REWARD_MODE_KEY = re.compile(r"^\+{0,2}env\.kwargs\.reward_mode=(.*)$")
 
 
@@ -230,48 +204,73 @@ def sweep_env(preset: str, overrides: Sequence[str] = ()) -> str:
     return env
 
 
+def sweep_compression(preset: str, overrides: Sequence[str] = ()) -> str:
+    """The compression option the sweep runs with: the preset's (:data:`PRESET_COMPRESSION`) unless
+    a ``compression=<name>`` override (the last one) replaces it."""
+    option = PRESET_COMPRESSION[preset]
+    for o in overrides:
+        if o.startswith("compression="):
+            option = o.split("=", 1)[1]
+    return option
+
+
 def check_methods(methods: Sequence[str], preset: str, overrides: Sequence[str] = ()) -> None:
     """:class:`MethodError` (one line) when a method cannot run on ``preset`` with ``overrides``:
-    the sweep's env (:func:`sweep_env`) is not in its ``envs`` (a single-agent method on the
-    pairfix preset, a two-agent one elsewhere), or it needs step rewards and no
-    ``+env.kwargs.reward_mode=<one of STEP_REWARD_MODES>`` override is given."""
+    the sweep's env (:func:`sweep_env`) is not one of its ``method_envs`` (a single-agent method on
+    the pairfix preset, a two-agent one elsewhere, a step-reward method on an env without step
+    rewards), or it needs step rewards and no ``+env.kwargs.reward_mode=<one of the env spec's
+    step_reward_modes>`` override is given, or it needs compression boundaries and the sweep runs
+    ``compression=none`` (:func:`sweep_compression`)."""
     env = sweep_env(preset, overrides)
     for m in methods:
-        spec = trainer_traits(m)
-        if env not in spec.envs:
-            extra = f" (env {env} has no step rewards)" if spec.step_rewards else ""
+        traits = trainer_traits(m)
+        runs_on = method_envs(traits)
+        if env not in runs_on:
+            extra = f" (env {env} has no step rewards)" if traits.step_rewards else ""
             raise MethodError(f"--methods: {m!r} does not run on preset {preset!r} (env {env}){extra}; "
-                              f"{m} runs on env {', '.join(spec.envs)}")
-        if spec.step_rewards:
-            mode = reward_mode_override(overrides)
-            if mode not in STEP_REWARD_MODES:
-                given = "no reward_mode override" if mode is None else f"env.kwargs.reward_mode={mode}"
-                raise MethodError(f"--methods: {m!r} needs step rewards but got {given}; add the override "
-                                  f"`-- +env.kwargs.reward_mode=process` (or biased_process; every method "
-                                  f"of the sweep then trains on it)")
+                              f"{m} runs on env {', '.join(runs_on)}")
+        if traits.step_rewards:
+            _check_step_rewards(m, envs.spec_of(env).step_reward_modes, reward_mode_override(overrides))
+        if traits.compression and sweep_compression(preset, overrides) == "none":
+            raise MethodError(f"--methods: {m!r} differs from its base method only at compression boundaries but "
+                              f"the sweep runs compression=none; add the override `-- compression=structured_summary` "
+                              f"(or another strategy; every method of the sweep then trains with it)")
 
+
+def _check_step_rewards(method: str, modes: tuple[str, ...], mode: str | None) -> None:
+    """:class:`MethodError` unless ``mode`` (the reward_mode override, or None) is one of ``modes``
+    (the sweep env's ``step_reward_modes``, at least one)."""
+    if mode in modes:
+        return
+    given = "no reward_mode override" if mode is None else f"env.kwargs.reward_mode={mode}"
+    others = f"or {', '.join(modes[1:])}; " if len(modes) > 1 else ""
+    raise MethodError(f"--methods: {method!r} needs step rewards but got {given}; add the override "
+                      f"`-- +env.kwargs.reward_mode={modes[0]}` ({others}every method of the sweep then trains on it)")
+
+#: ``--tiny``: the tiny preset (configs/experiment/tiny.yaml: the tiny policy's shape and a context
+#: window and compression budget that fit every policy and compression option) added to the compare
+#: preset by Hydra, after it, so its values win over the preset's.
+TINY_PRESET = "+experiment@_global_=tiny"
 #: ``--tiny``: every run of the sweep shrunk to seconds and seed 0 only unless ``--seeds`` is
-#: given; appended after the user's overrides, so it always wins; the numbers only show that the
-#: pipeline runs. One entry per env (:data:`TINY_OVERRIDES_BY_ENV`, chosen by :func:`tiny_overrides`
-#: from the sweep's env), because some knobs are config errors on the other envs.
-#: Single-agent envs: the tiny policy and a compression budget that fits its
-#: 256-token context, 16 rollouts (2 tasks x G=4 per update), a 16-demo warm start cloned in one
-#: process (a second BC process costs seconds of start-up for one minibatch), 4 eval episodes.
+#: given: :data:`TINY_PRESET`, then the smoke scale, appended after the user's overrides, so it
+#: always wins; the numbers only show that the pipeline runs. One entry per env
+#: (:data:`TINY_OVERRIDES_BY_ENV`, chosen by :func:`tiny_overrides` from the sweep's env), because
+#: some knobs are config errors on the other envs. Single-agent envs: 16 rollouts (2 tasks x G=4
+#: per update), a 16-demo warm start cloned in one process (a second BC process costs seconds of
+#: start-up for one minibatch), 4 eval episodes.
 TINY_OVERRIDES: tuple[str, ...] = (
-    "policy.d_model=32", "policy.n_layers=1", "policy.n_heads=2", "policy.max_len=256",
-    "compression.budget_tokens=128",
+    TINY_PRESET,
     "algo.tasks_per_update=2", "algo.group_size=4", "rollout.num_envs=8", "budget.amount=16",
     "eval.every=1", "eval.tasks=2", "eval.samples_per_task=2",
     "warmstart.demos=16", "warmstart.epochs=1", "warmstart.eval_tasks=2", "warmstart.processes=1",
 )
-#: PairFix (two agents): no ``algo.group_size`` (a pair run needs G = 1) and no compression knob
-#: (a pair run has none); 8 pair episodes (2 updates of 4), a 16-demo pair warm start, 4 eval
-#: episodes after each update (the start model's too).
+#: PairFix (two agents): no ``algo.group_size`` (a pair run needs G = 1); 8 pair episodes (2
+#: updates of 4), a 16-demo pair warm start, 4 eval episodes after each update (the start model's too).
 TINY_OVERRIDES_PAIR: tuple[str, ...] = (
-    "policy.d_model=32", "policy.n_layers=1", "policy.n_heads=2", "policy.max_len=256",
+    TINY_PRESET,
     "algo.tasks_per_update=4", "rollout.num_envs=4", "budget.amount=8",
     "eval.every=1", "eval.tasks=2", "eval.samples_per_task=2",
-    "warmstart.demos=16", "warmstart.epochs=1",
+    "warmstart.demos=16", "warmstart.epochs=1", "warmstart.eval_tasks=2",
 )
 #: ``--tiny`` overrides by the env spec's number of agents (``EnvSpec.agents``).
 TINY_OVERRIDES_BY_AGENTS: dict[int, tuple[str, ...]] = {1: TINY_OVERRIDES, 2: TINY_OVERRIDES_PAIR}
@@ -349,108 +348,6 @@ def sweep_command(
     return cmd
 
 
-_SCHEMA_NOTICE = re.compile(r"^'hydra/launcher/\w+' is validated against ConfigStore schema")
-
-
-class _NoticeFilter:
-    """Drops Hydra's multi-line "validated against ConfigStore schema ... deprecated" notice from
-    the terminal echo (every job prints it because configs/hydra/launcher/*.yaml shadow the
-    plugins' schemas on purpose); sweep.log keeps everything."""
-
-    def __init__(self) -> None:
-        self.held: str | None = None  # a "...: UserWarning: " line waiting for its message
-        self.skip = 0
-
-    def __call__(self, line: str) -> str:
-        if self.skip:
-            self.skip -= 1
-            if self.skip == 0 and not line.startswith("  "):
-                return self(line)  # the notice had no source line: this line is the next output
-            return ""
-        if self.held is not None:
-            held, self.held = self.held, None
-            if _SCHEMA_NOTICE.match(line):
-                self.skip = 3  # 2 more message lines + the source line
-                return ""
-            return held + line
-        if line.rstrip("\n").endswith("UserWarning: "):
-            self.held = line
-            return ""
-        return line
-
-
-#: Seconds the sweep's processes get to stop after SIGTERM before the rest of its group is killed.
-STOP_GRACE_SECONDS = 20.0
-
-
-def run_sweep(cmd: Sequence[str], sweep_dir: Path, env: dict[str, str] | None = None) -> int:
-    """Run the multirun, echoing its output live and into ``<sweep>/sweep.log``; its exit code.
-
-    The sweep runs in a session (process group) of its own, and Ctrl-C or SIGTERM to this process
-    stops all of it, the launcher's worker processes included (``stop_group``): each run stops as
-    on Ctrl-C, with its last update's checkpoint on disk, so re-running resumes; no worker is left
-    holding a warm-start lock."""
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    full_env = {**os.environ, **SWEEP_ENV, **(env or {})}
-    echo = _NoticeFilter()
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt) if main_thread else None
-    try:
-        with open(sweep_dir / "sweep.log", "a") as log:
-            log.write("$ " + " ".join(cmd) + "\n")
-            proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    env=full_env, bufsize=1, start_new_session=True)
-            assert proc.stdout is not None
-            try:
-                for line in proc.stdout:
-                    log.write(line)
-                    log.flush()
-                    shown = echo(line)
-                    if shown:
-                        sys.stdout.write(shown)
-                        sys.stdout.flush()
-                return proc.wait()
-            except KeyboardInterrupt:
-                stop_group(proc)
-                raise
-    finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, previous)
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
-def stop_group(proc: subprocess.Popen, grace: float = STOP_GRACE_SECONDS) -> None:
-    """SIGTERM to ``proc``'s whole process group (it leads its own session), up to ``grace``
-    seconds for the group to empty, then SIGKILL to whatever is left; reaps ``proc``."""
-    def group_alive() -> bool:
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        proc.wait()
-        return
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        proc.poll()  # reap the leader, or it stays a zombie member of its group
-        if not group_alive():
-            break
-        time.sleep(0.1)
-    else:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.wait()
-
-
 def log_report(report, kind: str, sweep_dir: Path, group: str, config: dict,
                methods: Sequence[str] | None = None) -> None:
     """The summary run: tables as wandb.Table, plots as wandb.Image, in the sweep's group
@@ -458,15 +355,15 @@ def log_report(report, kind: str, sweep_dir: Path, group: str, config: dict,
     logger = make_logger(kind, run_dir=sweep_dir, name=f"{group}-report", group=group, job_type="report",
                          config=config)
     try:
-        logger.log_table("report/final_table", report.columns, report.rows)
-        logger.log_table("report/diagnostics", list(DIAG_COLUMNS), diagnostics_table(group_runs(report.runs, methods)))
+        logger.log_table(mk.REPORT_FINAL_TABLE, report.columns, report.rows)
+        logger.log_table(mk.REPORT_DIAGNOSTICS, list(DIAG_COLUMNS), diagnostics_table(group_runs(report.runs, methods)))
         stop_cols = ["env", "method", "reason", "episodes"]
         stop_rows = [[env, m, reason, n] for env, ms in report.stop_reasons.items()
                      for m, t in ms.items() for reason, n in t.items()]
-        logger.log_table("report/stop_reasons", stop_cols, stop_rows)
+        logger.log_table(mk.REPORT_STOP_REASONS, stop_cols, stop_rows)
         for name, (columns, rows) in report_tables(report).items():  # conclusion, references, transcripts
             logger.log_table(name, columns, rows)
-        logger.log_images({f"report/{name}": path for name, path in report.images.items()})
+        logger.log_images({mk.member(mk.REPORT_IMAGE, image=name): path for name, path in report.images.items()})
     finally:
         logger.finish()
 
@@ -495,7 +392,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--title", default=None, help="report title")
     p.add_argument("--dry-run", action="store_true", help="print the sweep command and exit")
     p.add_argument("--tiny", action="store_true",
-                   help="seconds, not minutes: tiny runs (TINY_OVERRIDES), seed 0 unless --seeds, jobs one after "
+                   help="seconds, not minutes: tiny runs (configs/experiment/tiny.yaml at TINY_OVERRIDES' scale), seed 0 "
+                        "unless --seeds, jobs one after "
                         "another in the sweep process (Hydra's basic launcher) unless --launcher or --jobs; checks the pipeline")
     p.add_argument("--horizons", default=None,
                    help="--preset horizon only: comma-separated decisions per episode (e.g. 8,32,128): one sweep per "

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from algos import metric_keys as mk
 from experiments.report.keys import STOP_PREFIX
 from experiments.report.load import Run, config_get, load_runs
 from experiments.runfiles.axes import COMPUTE_AXES
@@ -45,7 +46,7 @@ from experiments.runtime.loggers import WANDB_PROJECT as DEFAULT_PROJECT
 #: the entity of an offline spec (the project is the runs' own, ``experiments.runtime.loggers``)
 OFFLINE_ENTITY = "offline"
 SPEC_DIR = "dashboard"
-TRANSCRIPTS_KEY = "eval/transcripts"
+TRANSCRIPTS_KEY = mk.EVAL_TRANSCRIPTS
 
 
 @dataclass(frozen=True)
@@ -59,20 +60,20 @@ class PanelPlan:
 
 #: (section, panels): the keys each section plots; a panel keeps only the keys some run logged
 SECTIONS: tuple[tuple[str, tuple[PanelPlan, ...]], ...] = (
-    ("Comparison", tuple(PanelPlan(f"held-out success vs {x.split('/')[1]}", x, ("eval/success",)) for x in COMPUTE_AXES)),
+    ("Comparison", tuple(PanelPlan(f"held-out success vs {x.split('/')[1]}", x, (mk.EVAL_SUCCESS,)) for x in COMPUTE_AXES)),
     ("Training diagnostics", (
-        PanelPlan("mixed-group rate", "compute/rollouts", ("rollout/mixed_group_rate",)),
-        PanelPlan("groups without contrast", "compute/rollouts", ("rollout/all_zero_rate", "rollout/all_one_rate")),
-        PanelPlan("training success", "compute/rollouts", ("rollout/success_rate",)),
-        PanelPlan("critic explained variance (held-out)", "compute/rollouts", ("critic/explained_variance_heldout",)),
-        PanelPlan("loss-weight shift", "compute/rollouts", ("train/agg_weight_shift",)),
-        PanelPlan("KL and clip fraction", "compute/rollouts", ("train/approx_kl", "train/kl_ref", "train/clip_frac")),
+        PanelPlan("mixed-group rate", mk.COMPUTE_ROLLOUTS, (mk.ROLLOUT_MIXED_GROUP_RATE,)),
+        PanelPlan("groups without contrast", mk.COMPUTE_ROLLOUTS, (mk.ROLLOUT_ALL_ZERO_RATE, mk.ROLLOUT_ALL_ONE_RATE)),
+        PanelPlan("training success", mk.COMPUTE_ROLLOUTS, (mk.ROLLOUT_SUCCESS_RATE,)),
+        PanelPlan("critic explained variance (held-out)", mk.COMPUTE_ROLLOUTS, (mk.CRITIC_EXPLAINED_VARIANCE_HELDOUT,)),
+        PanelPlan("loss-weight shift", mk.COMPUTE_ROLLOUTS, (mk.TRAIN_AGG_WEIGHT_SHIFT,)),
+        PanelPlan("KL and clip fraction", mk.COMPUTE_ROLLOUTS, (mk.TRAIN_APPROX_KL, mk.TRAIN_KL_REF, mk.TRAIN_CLIP_FRAC)),
     )),
     ("Cost", (
-        PanelPlan("tokens", "compute/rollouts", ("compute/generated_tokens", "compute/observation_tokens")),
-        PanelPlan("tool seconds", "compute/rollouts", ("compute/tool_seconds",)),
-        PanelPlan("train FLOPs", "compute/rollouts", ("compute/train_flops",)),
-        PanelPlan("wall seconds", "compute/rollouts", ("compute/wall_seconds",)),
+        PanelPlan("tokens", mk.COMPUTE_ROLLOUTS, (mk.COMPUTE_GENERATED_TOKENS, mk.COMPUTE_OBSERVATION_TOKENS)),
+        PanelPlan("tool seconds", mk.COMPUTE_ROLLOUTS, (mk.COMPUTE_TOOL_SECONDS,)),
+        PanelPlan("train FLOPs", mk.COMPUTE_ROLLOUTS, (mk.COMPUTE_TRAIN_FLOPS,)),
+        PanelPlan("wall seconds", mk.COMPUTE_ROLLOUTS, (mk.COMPUTE_WALL_SECONDS,)),
     )),
 )
 
@@ -92,7 +93,7 @@ def plan(runs: Sequence[Run]) -> list[tuple[str, list[PanelPlan]]]:
         kept = [PanelPlan(p.title, p.x, tuple(k for k in p.y if k in keys)) for p in panels if p.x in keys]
         out.append((name, [p for p in kept if p.y]))
     stops = tuple(sorted(k for k in keys if k.startswith(STOP_PREFIX)))
-    stop_panel = PanelPlan("training episodes per stop reason", "compute/rollouts", stops)
+    stop_panel = PanelPlan("training episodes per stop reason", mk.COMPUTE_ROLLOUTS, stops)
     out.append(("Stop reasons", [stop_panel] if stops else []))
     return out
 
@@ -135,7 +136,7 @@ def build_workspace(runs: Sequence[Run], entity: str, project: str, name: str):
 
     sections = [ws.Section(name=section, panels=[line_plot(p) for p in plots], is_open=True)
                 for section, plots in plan(runs)]
-    sections[0].panels.append(wr.ScalarChart(title="start model held-out success", metric="start_model/success",
+    sections[0].panels.append(wr.ScalarChart(title="start model held-out success", metric=mk.START_MODEL_SUCCESS,
                                              groupby_aggfunc="mean"))
     if any((r.run_dir / "transcripts.json").is_file() for r in runs):
         table = wr.WeavePanelSummaryTable(table_name=TRANSCRIPTS_KEY)

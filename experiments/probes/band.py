@@ -36,6 +36,7 @@ from collections.abc import Sequence
 
 from hydra.errors import HydraException
 
+from algos import metric_keys as mk
 import envs
 from envs.bugfix import DIFFICULTIES, SPLITS
 from envs.bugfix.config import MIXTURES
@@ -106,11 +107,11 @@ def eval_row(env_id: str, difficulty: str, agent: str, ev: dict) -> Row:
     """An evaluation dict (``algos.rollout.evaluate``) as a calibration row of role ``start``. The
     reward and hack counts are the rates times the scored episodes; detector matches are not
     recorded there (flagged 0)."""
-    episodes, masked = int(ev["eval/episodes"]), int(ev["eval/masked"])
+    episodes, masked = int(ev[mk.EVAL_EPISODES]), int(ev[mk.EVAL_MASKED])
     scored = episodes - masked
     return Row(env_id, difficulty, agent, "start", True, None, episodes, masked,
-               round(ev["eval/success"] * scored), round(ev["eval/train_reward"] * scored),
-               round(ev["eval/hack_rate"] * scored), 0, ev["eval/mean_turns"], math.nan)
+               round(ev[mk.EVAL_SUCCESS] * scored), round(ev[mk.EVAL_TRAIN_REWARD] * scored),
+               round(ev[mk.EVAL_HACK_RATE] * scored), 0, ev[mk.EVAL_MEAN_TURNS], math.nan)
 
 
 def bugfix_band_checks(rows: list[Row]) -> list[str]:
@@ -223,7 +224,7 @@ def family_start_rows(env_id: str, difficulty: str, agent: str, ev: dict) -> lis
     rows = []
     for key in (k for k in ev if k.startswith(FAMILY_EVAL_PREFIX)):
         family = key[len(FAMILY_EVAL_PREFIX):]
-        scored = int(ev[f"eval/family_scored/{family}"])
+        scored = int(ev[mk.member(mk.EVAL_FAMILY_SCORED, family=family)])
         rows.append(Row(env_id, f"{difficulty}/{family}", agent, "start", True, None, scored, 0,
                         round(ev[key] * scored), math.nan, 0, 0, math.nan, math.nan))
     return rows

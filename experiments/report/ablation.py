@@ -35,13 +35,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from algos import metric_keys as mk
 from experiments.report.keys import CRITIC_EV_KEY, METHODS_WITH_CRITIC, ReportError
 from experiments.report.load import Run, group_runs, load_runs
 from experiments.report.stats import fmt_seeds, mean_ci, t_critical, verdict, welch_interval
 from experiments.report.tables import second_half_mean, summary_values
 
-SUCCESS_KEY = "eval/success"
-WALL_KEY = "compute/wall_seconds"
+SUCCESS_KEY = mk.EVAL_SUCCESS
+WALL_KEY = mk.COMPUTE_WALL_SECONDS
 ABLATED_PREFIX = "algo."
 #: Config keys (and key prefixes) that name or place a run rather than define its recipe.
 BOOKKEEPING_KEYS = ("seed", "run_dir", "runs_root", "resume", "progress", "threads", "logger", "warmstart.cache_dir")

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from algos import metric_keys as mk
 from experiments.report.keys import CONCLUSION_AXES
 from experiments.report.load import Run
 from experiments.report.stats import CONFIDENCE, fmt, fmt_seeds, verdict, welch_interval
@@ -44,10 +45,10 @@ def matched_budget(runs: Sequence[Run], axis: str) -> float:
 def eval_curve(run: Run, axis: str) -> tuple[np.ndarray, np.ndarray]:
     """(x, success) of the run's evaluations against ``axis`` (sorted by x), starting at
     ``(0, start_model/success)`` when that is finite and no evaluation sits at x <= 0."""
-    x, y = run.series("eval/success", axis)
+    x, y = run.series(mk.EVAL_SUCCESS, axis)
     order = np.argsort(x, kind="stable")
     x, y = x[order], y[order]
-    start = run.summary.get("start_model/success")
+    start = run.summary.get(mk.START_MODEL_SUCCESS)
     if start is not None and math.isfinite(float(start)) and (x.size == 0 or x[0] > 0):
         x = np.concatenate([[0.0], x])
         y = np.concatenate([[float(start)], y])

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from algos import metric_keys as mk
 from experiments.report.conclusion import Comparison, compare_at_matched_budgets
 from experiments.report.keys import CONCLUSION_AXES, CRITIC_EV_KEY, METHODS_WITH_CRITIC, ReportError
 from experiments.report.load import config_get, group_runs, load_runs
@@ -66,7 +67,7 @@ def load_horizon(sweep_dir: str | Path, methods: Sequence[str] | None = None) ->
     if len(groups) != 1:
         raise ReportError(f"a horizon sweep holds one env; {sweep_dir} holds {sorted(groups)}")
     (env, by_method), = groups.items()
-    start = mean_ci([r.summary.get("start_model/success", float("nan")) for r in runs])[0]
+    start = mean_ci([r.summary.get(mk.START_MODEL_SUCCESS, float("nan")) for r in runs])[0]
     references, _ = reference_rows(runs, Path(sweep_dir))
     return HorizonResult(horizon_of(runs), Path(sweep_dir), start, tuple(compare_at_matched_budgets(env, by_method)),
                          dict(by_method), tuple(references))
@@ -118,11 +119,11 @@ def detail_rows(results: Sequence[HorizonResult]) -> list[list[str]]:
             anchors = (fmt_seeds([per_run_mean(r, ANCHOR_KEY) for r in runs]) if any(r.has(ANCHOR_KEY) for r in runs)
                        else "n/a")
             rows.append([
-                str(res.horizon), method, fmt_seeds([r.summary.get("eval/success") for r in runs]),
+                str(res.horizon), method, fmt_seeds([r.summary.get(mk.EVAL_SUCCESS) for r in runs]),
                 _reference(res, "start model"), _reference(res, "program-blind floor"), _reference(res, "oracle ceiling"),
-                fmt_seeds([per_run_mean(r, "rollout/mean_segments") for r in runs]),
-                fmt_seeds([per_run_mean(r, "rollout/mean_turns") for r in runs]),
-                fmt_seeds([per_run_mean(r, "rollout/mixed_group_rate") for r in grouped]) if grouped else "n/a (G = 1)",
+                fmt_seeds([per_run_mean(r, mk.ROLLOUT_MEAN_SEGMENTS) for r in runs]),
+                fmt_seeds([per_run_mean(r, mk.ROLLOUT_MEAN_TURNS) for r in runs]),
+                fmt_seeds([per_run_mean(r, mk.ROLLOUT_MIXED_GROUP_RATE) for r in grouped]) if grouped else "n/a (G = 1)",
                 fmt_seeds([pmix_gap(r) for r in grouped]) if grouped else "n/a (G = 1)",
                 critic, anchors, " / ".join(f"{totals.get(k, 0.0) / n:.3f}" for k in STOP_SHARES),
             ])

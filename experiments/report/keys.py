@@ -1,73 +1,59 @@
-"""The run-directory contract the report reads (docs/interfaces.md): required summary, metric,
-critic and config keys, the table columns, and the error raised when a run breaks the contract."""
+"""The run-directory contract the report reads (docs/interfaces.md): which keys of the metric
+contract (``algos/metric_keys.py``, where each key's unit and meaning live) are required, the
+required config keys, the table columns, and the error raised when a run breaks the contract."""
 
 from __future__ import annotations
 
+from algos import metric_keys as mk
 from algos.registry import trainers_with
 from experiments.runfiles.axes import COMPUTE_AXES
 
 #: Keys ``experiments/train.py`` writes to ``summary.json`` (final eval + compute totals + start model).
-SUMMARY_KEYS: dict[str, str] = {
-    "eval/success": "verified success rate on held-out (unseen) task templates, final policy",
-    "eval/recovery_rate": "among eval episodes hit by an injected tool failure (timeout/flaky/crash), the fraction that still succeeded",
-    "eval/hack_rate": "fraction of eval episodes whose training reward the verifier does not confirm (reward > 0, verified 0)",
-    "eval/mean_turns": "mean number of turns (tool calls) per eval episode",
-    "compute/rollouts": "complete training rollouts (episodes) generated",
-    "compute/generated_tokens": "policy-sampled tokens during training rollouts",
-    "compute/observation_tokens": "environment-written tokens the policy read during training rollouts",
-    "compute/tool_seconds": "simulated tool seconds spent during training rollouts",
-    "compute/train_flops": "estimated FLOPs of all training forward/backward passes (policy and critic)",
-    "compute/wall_seconds": "wall-clock seconds of training updates (rollout collection + update; evaluation excluded)",
-    "start_model/path": "checkpoint both methods started from (must be the same for a fair comparison)",
-    "start_model/success": "held-out success of the start model at the same test budget",
-}
+SUMMARY_KEYS: tuple[str, ...] = (
+    mk.EVAL_SUCCESS, mk.EVAL_RECOVERY_RATE, mk.EVAL_HACK_RATE, mk.EVAL_MEAN_TURNS, *COMPUTE_AXES,
+    mk.START_MODEL_PATH, mk.START_MODEL_SUCCESS,
+)
 
 #: Compute counters used as x-axes of the success curves (cumulative, in every metrics line).
 CURVE_AXES: tuple[str, ...] = (
-    "compute/rollouts",
-    "compute/generated_tokens",
-    "compute/tool_seconds",
-    "compute/train_flops",
+    mk.COMPUTE_ROLLOUTS,
+    mk.COMPUTE_GENERATED_TOKENS,
+    mk.COMPUTE_TOOL_SECONDS,
+    mk.COMPUTE_TRAIN_FLOPS,
 )
 
 #: The compute axes of the report's Conclusion (cumulative, in every metrics line): the difference
 #: in held-out success at the matched budget of each (experiments/report/conclusion.py).
 CONCLUSION_AXES: dict[str, str] = {
-    "compute/rollouts": "complete rollouts",
-    "compute/generated_tokens": "generated tokens",
-    "compute/train_flops": "train FLOPs",
-    "compute/wall_seconds": "wall seconds",
+    mk.COMPUTE_ROLLOUTS: "complete rollouts",
+    mk.COMPUTE_GENERATED_TOKENS: "generated tokens",
+    mk.COMPUTE_TRAIN_FLOPS: "train FLOPs",
+    mk.COMPUTE_WALL_SECONDS: "wall seconds",
 }
 
 #: Metrics that must appear in at least one metrics.jsonl line of every run.
-METRIC_KEYS: dict[str, str] = {
-    "eval/success": "held-out success (evaluation updates only)",
-    "rollout/success_rate": "verified success rate of this update's training rollouts (the p of P_mix)",
-    "rollout/mixed_group_rate": "fraction of groups with both a success and a failure",
-    "rollout/all_zero_rate": "fraction of groups where every member failed",
-    "rollout/all_one_rate": "fraction of groups where every member succeeded",
-    "train/agg_weight_shift": "total-variation distance between token-mean and task-mean per-task loss weights on this batch",
-}
+METRIC_KEYS: tuple[str, ...] = (
+    mk.EVAL_SUCCESS, mk.ROLLOUT_SUCCESS_RATE, mk.ROLLOUT_MIXED_GROUP_RATE, mk.ROLLOUT_ALL_ZERO_RATE,
+    mk.ROLLOUT_ALL_ONE_RATE, mk.TRAIN_AGG_WEIGHT_SHIFT,
+)
 
 #: Optional per-family keys of a task mixture (``algos.rollout.family_success``): the final
 #: policy's held-out success on family ``<name>`` (summary and evaluation lines) and the start
 #: model's (summary), each followed by the family's name.
-FAMILY_EVAL_PREFIX = "eval/family_success/"
-FAMILY_START_PREFIX = "start_model/family_success/"
+FAMILY_EVAL_PREFIX = mk.prefix(mk.EVAL_FAMILY_SUCCESS)
+FAMILY_START_PREFIX = mk.prefix(mk.START_MODEL_FAMILY_SUCCESS)
 
 #: Method-specific metrics: required for methods with a critic, "n/a" otherwise.
-CRITIC_KEYS: dict[str, str] = {
-    "critic/heldout_points": "number of (action position, complete return) pairs the held-out explained variance used",
-}
+CRITIC_KEYS: tuple[str, ...] = (mk.CRITIC_HELDOUT_POINTS,)
 #: Critic explained variance on complete returns of episodes the critic was not fitted on
 #: (values predicted before this update's fit). Absent in an update with fewer than 2 held-out
 #: points (no episode *terminated*), null when the held-out returns have zero variance (e.g. all 0);
 #: the key must be present in every update with >= 2 held-out points.
-CRITIC_EV_KEY = "critic/explained_variance_heldout"
+CRITIC_EV_KEY = mk.CRITIC_EXPLAINED_VARIANCE_HELDOUT
 EV_NA = "n/a (undefined in every update: < 2 held-out complete returns, or they all were equal)"
 METHODS_WITH_CRITIC: frozenset[str] = frozenset(trainers_with(critic=True, agents=1))
 
-STOP_PREFIX = "rollout/stop/"
+STOP_PREFIX = mk.prefix(mk.ROLLOUT_STOP)
 
 #: Keys of the resolved config.yaml the report reads.
 REQUIRED_CONFIG_KEYS: tuple[str, ...] = (
@@ -100,12 +86,12 @@ TABLE_COLUMNS: tuple[str, ...] = (
     "mean turns",
 )
 TABLE_SUMMARY_KEYS = (
-    "eval/success",
-    "start_model/success",
+    mk.EVAL_SUCCESS,
+    mk.START_MODEL_SUCCESS,
     *COMPUTE_AXES,  # rollouts, generated / observation tokens, tool seconds, train FLOPs, wall seconds
-    "eval/recovery_rate",
-    "eval/hack_rate",
-    "eval/mean_turns",
+    mk.EVAL_RECOVERY_RATE,
+    mk.EVAL_HACK_RATE,
+    mk.EVAL_MEAN_TURNS,
 )
 
 #: The files that make a directory a run directory.

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
+from algos import metric_keys as mk
 from algos.registry import load_builtin_trainers
 
 from experiments.report.keys import (
@@ -43,7 +44,7 @@ class Run:
     metrics: list[dict[str, Any]]
     summary: dict[str, Any]
 
-    def series(self, key: str, x_key: str = "compute/rollouts") -> tuple[np.ndarray, np.ndarray]:
+    def series(self, key: str, x_key: str = mk.COMPUTE_ROLLOUTS) -> tuple[np.ndarray, np.ndarray]:
         """(x, y) of the lines holding ``key`` (x is the compute counter ``x_key``)."""
         rows = [r for r in self.metrics if r.get(key) is not None and math.isfinite(float(r[key]))]
         x = np.array([float(r[x_key]) for r in rows])
@@ -116,15 +117,13 @@ def validate_run(run: Run) -> None:
         return _validate_pair_run(run)
     where = run.run_dir
     _validate_summary_and_lines(run, skip=())
-    required = dict(METRIC_KEYS)
-    if run.algo in METHODS_WITH_CRITIC:
-        required.update(CRITIC_KEYS)
+    required = (*METRIC_KEYS, *(CRITIC_KEYS if run.algo in METHODS_WITH_CRITIC else ()))
     for key in required:
         if not run.has(key):
             raise ReportError(f"metrics.jsonl of run {where} never has required key {key!r}")
     if run.algo in METHODS_WITH_CRITIC:
         for i, row in enumerate(run.metrics, start=1):
-            if (row.get("critic/heldout_points") or 0) >= 2 and CRITIC_EV_KEY not in row:
+            if (row.get(mk.CRITIC_HELDOUT_POINTS) or 0) >= 2 and CRITIC_EV_KEY not in row:
                 raise ReportError(
                     f"metrics.jsonl line {i} of run {where} has critic/heldout_points="
                     f"{row['critic/heldout_points']} but no {CRITIC_EV_KEY!r}"

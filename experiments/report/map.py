@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from algos import metric_keys as mk
 from experiments.report.conclusion import Comparison, compare_at_matched_budgets
 from experiments.report.horizons import HorizonResult, load_horizon
 from experiments.report.keys import (CONCLUSION_AXES, CRITIC_EV_KEY, EV_NA, METHODS_WITH_CRITIC, RUN_FILES,
@@ -46,7 +47,7 @@ from experiments.report.tables import ANCHOR_KEY, ANCHOR_NA, per_run_mean, secon
 CHECK_PROB_KEY = "env.kwargs.check_prob"
 #: the grouped-value estimator's held-out state-value explained variance (algos/grouped_value.py),
 #: the same definition as the critic's :data:`CRITIC_EV_KEY`
-GROUPED_EV_KEY = "train/state_value_ev_heldout"
+GROUPED_EV_KEY = mk.TRAIN_STATE_VALUE_EV_HELDOUT
 CEILING_FILE = "value_ceiling.json"
 NOT_RUN = "not run"
 NOT_MEASURED = "not measured"
@@ -246,7 +247,7 @@ def map_detail_rows(cells: Sequence[MapCell], methods: Sequence[str]) -> list[li
                 continue
             critic, grouped, anchors = _value_cells(method, runs)
             rows.append([str(cell.horizon), f"{cell.check_prob:g}", method,
-                         fmt_seeds([r.summary.get("eval/success") for r in runs]), f"{cell.result.start_success:.3f}",
+                         fmt_seeds([r.summary.get(mk.EVAL_SUCCESS) for r in runs]), f"{cell.result.start_success:.3f}",
                          *(_called(cell, methods[0], method, axis) for axis in CONCLUSION_AXES),
                          critic, grouped, cell.ceiling.text() if cell.ceiling else NOT_MEASURED, anchors])
     return rows

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from algos import metric_keys as mk
 from experiments.report.conclusion import CONCLUSION_COLUMNS, Comparison, compare_at_matched_budgets
 from experiments.report.families import family_columns, family_rows
 from experiments.report.keys import CURVE_AXES, TABLE_COLUMNS
@@ -87,7 +88,7 @@ def _conclusion_md(env: str, comparisons: Sequence[Comparison]) -> list[str]:
 def _reference_md(methods: Mapping[str, Sequence[Run]], refs: Sequence[ReferenceRow]) -> list[str]:
     rows = []
     for method, rs in methods.items():
-        rows.append([f"method {method}", f"{len(rs)} seeds (final policy)", fmt_seeds([r.summary["eval/success"] for r in rs]),
+        rows.append([f"method {method}", f"{len(rs)} seeds (final policy)", fmt_seeds([r.summary[mk.EVAL_SUCCESS] for r in rs]),
                      "t-interval over seeds (the ± above)", str(sum(int(config_get(r.config, "eval.tasks")) *
                                                                   int(config_get(r.config, "eval.samples_per_task"))
                                                                   for r in rs))])
@@ -308,13 +309,13 @@ def report_tables(report: Report) -> dict[str, tuple[list[str], list[list[Any]]]
     trans = [[env, *row] for env, ms in report.transcripts.items() for m, recs in ms.items()
              for row in transcript_rows(recs, m)]
     tables = {
-        "report/conclusion": (list(CONCLUSION_COLUMNS), [c.row() for c in report.conclusion]),
-        "report/references": (["env", *REFERENCE_COLUMNS], refs),
-        "report/transcripts": (["env", *TRANSCRIPT_COLUMNS], trans),
+        mk.REPORT_CONCLUSION: (list(CONCLUSION_COLUMNS), [c.row() for c in report.conclusion]),
+        mk.REPORT_REFERENCES: (["env", *REFERENCE_COLUMNS], refs),
+        mk.REPORT_TRANSCRIPTS: (["env", *TRANSCRIPT_COLUMNS], trans),
     }
     agents = agent_table(group_runs(report.runs))
     if agents:  # two-agent runs only
-        tables["report/agents"] = (list(AGENT_COLUMNS), agents)
+        tables[mk.REPORT_AGENTS] = (list(AGENT_COLUMNS), agents)
     return tables
 
 

@@ -22,33 +22,33 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from algos import metric_keys as mk
 from algos.registry import trainers_with
 
 #: Trainers of ``experiments/runtime/pair.py`` (``experiments.runtime.schema.PAIR_ALGOS``).
 PAIR_METHODS: frozenset[str] = frozenset(trainers_with(agents=2))
 PAIR_AGENTS: tuple[str, ...] = ("a", "b")
 #: summary.json keys of the one-agent contract that two-agent runs do not write.
-PAIR_NA_SUMMARY_KEYS: tuple[str, ...] = ("eval/recovery_rate", "eval/hack_rate", "eval/mean_turns")
+PAIR_NA_SUMMARY_KEYS: tuple[str, ...] = (mk.EVAL_RECOVERY_RATE, mk.EVAL_HACK_RATE, mk.EVAL_MEAN_TURNS)
 PAIR_NA = "n/a (two-agent run)"
 #: Metrics every pair run must log in at least one metrics.jsonl line (instead of METRIC_KEYS).
-PAIR_METRIC_KEYS: tuple[str, ...] = ("eval/success", "rollout/success_rate")
+PAIR_METRIC_KEYS: tuple[str, ...] = (mk.EVAL_SUCCESS, mk.ROLLOUT_SUCCESS_RATE)
 STOP_NA = "two-agent runs do not log `rollout/stop/<reason>` counters"
 REFERENCE_NA = "n/a (PairFix-v2 has no scripted floor / ceiling in experiments/calibrate)"
 
 
-def agent_key(agent: str, key: str) -> str:
-    """``agent_key("a", "critic/explained_variance_heldout") == "agent_a/critic/explained_variance_heldout"``."""
-    return f"agent_{agent}/{key}"
+#: ``agent_key("a", key) == "agent_a/" + key`` (the metric contract's, re-exported)
+agent_key = mk.agent_key
 
 
 def critic_ev_key(agent: str) -> str:
-    return agent_key(agent, "critic/explained_variance_heldout")
+    return agent_key(agent, mk.CRITIC_EXPLAINED_VARIANCE_HELDOUT)
 
 
 def pair_required_metrics(frozen: Sequence[str] = ()) -> list[str]:
     """Metrics a pair run must log somewhere: :data:`PAIR_METRIC_KEYS` and, for every agent that
     is trained (not in ``frozen``), its ``critic/heldout_points``."""
-    return [*PAIR_METRIC_KEYS, *(agent_key(a, "critic/heldout_points") for a in PAIR_AGENTS if a not in frozen)]
+    return [*PAIR_METRIC_KEYS, *(agent_key(a, mk.CRITIC_HELDOUT_POINTS) for a in PAIR_AGENTS if a not in frozen)]
 
 
 __all__ = ["PAIR_AGENTS", "PAIR_METHODS", "PAIR_METRIC_KEYS", "PAIR_NA", "PAIR_NA_SUMMARY_KEYS", "REFERENCE_NA",

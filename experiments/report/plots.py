@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from algos import metric_keys as mk
 from algos.registry import load_builtin_trainers
 from experiments.report.conclusion import eval_curve
 from experiments.report.keys import CRITIC_EV_KEY, CURVE_AXES, EV_NA, METHODS_WITH_CRITIC
@@ -97,7 +98,7 @@ def plot_success_curves(env: str, methods: Mapping[str, Sequence[Run]], out_dir:
         ax = axes[0][0]
         _plot_references(ax, references)
         for i, (method, runs) in enumerate(methods.items()):
-            _plot_band(ax, runs, "eval/success", axis, method, _color(method, i),
+            _plot_band(ax, runs, mk.EVAL_SUCCESS, axis, method, _color(method, i),
                        series=lambda r, axis=axis: eval_curve(r, axis))
         ax.set_xlabel(axis)
         ax.set_ylabel("eval/success (held-out templates)")
@@ -116,18 +117,18 @@ def plot_success_curves(env: str, methods: Mapping[str, Sequence[Run]], out_dir:
 def plot_diagnostics(env: str, methods: Mapping[str, Sequence[Run]], out_dir: Path) -> dict[str, Path]:
     plt, fig, axes = _new_fig(ncols=2, nrows=2)
     (a_mix, a_groups), (a_critic, a_shift) = axes
-    x_key = "compute/rollouts"
+    x_key = mk.COMPUTE_ROLLOUTS
     for i, (method, runs) in enumerate(methods.items()):
         c = _color(method, i)
         # group diagnostics only for G > 1 (with G = 1 every group is all-0 or all-1 by definition)
         grouped = [r for r in runs if int(config_get(r.config, "algo.group_size")) > 1]
         if grouped:
-            _plot_band(a_mix, grouped, "rollout/mixed_group_rate", x_key, f"{method} measured", c)
+            _plot_band(a_mix, grouped, mk.ROLLOUT_MIXED_GROUP_RATE, x_key, f"{method} measured", c)
             # P_mix of each update's measured success rate, averaged over seeds like the measured curve.
             pm_runs = [_SeriesRun(*p_mix_series(r)[::2]) for r in grouped]
             _plot_band(a_mix, pm_runs, "y", x_key, f"{method} P_mix(p)", c, ls="--")
-            _plot_band(a_groups, grouped, "rollout/all_zero_rate", x_key, f"{method} all-0", c)
-            _plot_band(a_groups, grouped, "rollout/all_one_rate", x_key, f"{method} all-1", c, ls=":")
+            _plot_band(a_groups, grouped, mk.ROLLOUT_ALL_ZERO_RATE, x_key, f"{method} all-0", c)
+            _plot_band(a_groups, grouped, mk.ROLLOUT_ALL_ONE_RATE, x_key, f"{method} all-1", c, ls=":")
         else:
             a_groups.plot([], [], color=c, label=f"{method}: n/a (G = 1)")
             if method in PAIR_METHODS:
@@ -143,9 +144,9 @@ def plot_diagnostics(env: str, methods: Mapping[str, Sequence[Run]], out_dir: Pa
             a_critic.plot([], [], color=c, label=f"{method}: n/a ({method.upper()} has no critic)")
         if method in PAIR_METHODS:
             for a, ls in zip(PAIR_AGENTS, ("-", "--")):
-                _plot_band(a_shift, runs, agent_key(a, "train/agg_weight_shift"), x_key, f"{method} agent {a}", c, ls=ls)
+                _plot_band(a_shift, runs, agent_key(a, mk.TRAIN_AGG_WEIGHT_SHIFT), x_key, f"{method} agent {a}", c, ls=ls)
         else:
-            _plot_band(a_shift, runs, "train/agg_weight_shift", x_key, method, c)
+            _plot_band(a_shift, runs, mk.TRAIN_AGG_WEIGHT_SHIFT, x_key, method, c)
     a_mix.set_title("mixed-group rate vs P_mix = 1 - p^G - (1-p)^G")
     a_mix.set_ylim(-0.02, 1.02)
     a_groups.set_title("all-0 (solid) / all-1 (dotted) group fractions")

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from algos import metric_keys as mk
 import envs
 from algos.metrics import binomial_confidence_interval
 from experiments.probes.calibrate import measure
@@ -190,8 +191,8 @@ def start_model_rows(runs: Sequence[Run]) -> list[ReferenceRow]:
     rows = []
     seen = set()
     for r in runs:
-        p = r.summary.get("start_model/success")
-        item = (str(r.summary.get("start_model/path")), p)
+        p = r.summary.get(mk.START_MODEL_SUCCESS)
+        item = (str(r.summary.get(mk.START_MODEL_PATH)), p)
         if item in seen:
             continue
         seen.add(item)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from algos import metric_keys as mk
 from algos.metrics import mixed_group_probability
 from algos.registry import trainer_traits
 from envs.stop import StopReason
@@ -38,10 +39,10 @@ def p_mix_series(run: Run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     g = int(config_get(run.config, "algo.group_size"))
     xs, measured, predicted = [], [], []
     for row in run.metrics:
-        p, m = row.get("rollout/success_rate"), row.get("rollout/mixed_group_rate")
+        p, m = row.get(mk.ROLLOUT_SUCCESS_RATE), row.get(mk.ROLLOUT_MIXED_GROUP_RATE)
         if p is None or m is None or not math.isfinite(float(p)) or not math.isfinite(float(m)):
             continue
-        xs.append(float(row["compute/rollouts"]))
+        xs.append(float(row[mk.COMPUTE_ROLLOUTS]))
         measured.append(float(m))
         predicted.append(mixed_group_probability(float(p), g))
     return np.array(xs), np.array(measured), np.array(predicted)
@@ -109,7 +110,7 @@ def fairness_warnings(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list
         budgets = {f"{config_get(r.config, 'budget.kind')}={config_get(r.config, 'budget.amount')}" for r in all_runs}
         if len(budgets) > 1:
             out.append(f"{env}: training budgets differ across runs ({', '.join(sorted(budgets))})")
-        starts = {str(r.summary["start_model/path"]) for r in all_runs}
+        starts = {str(r.summary[mk.START_MODEL_PATH]) for r in all_runs}
         if len(starts) > 1:
             out.append(f"{env}: start models differ across runs ({', '.join(sorted(starts))})")
         out += _protocol_warnings(env, all_runs)
@@ -182,10 +183,10 @@ DIAG_COLUMNS = (
 MASS_NA = "n/a (not logged)"
 #: GiGPO's share of steps whose anchor state recurs in its group (``algos/gigpo.py``); other
 #: methods do not log it.
-ANCHOR_KEY = "train/anchor_hit_rate"
+ANCHOR_KEY = mk.TRAIN_ANCHOR_HIT_RATE
 ANCHOR_NA = "n/a (no step groups)"
 #: rollouts collected for critic-only warm-up updates (``algo.value_warmup_updates``), inside the budget
-WARMUP_KEY = "compute/warmup_rollouts"
+WARMUP_KEY = mk.COMPUTE_WARMUP_ROLLOUTS
 WARMUP_NA = "n/a (not logged)"
 
 
@@ -195,7 +196,7 @@ def warmup_cell(runs: Sequence[Run]) -> str:
     if not runs or any(WARMUP_KEY not in r.summary for r in runs):
         return WARMUP_NA
     counts = [float(r.summary[WARMUP_KEY]) for r in runs]
-    shares = [c / float(r.summary["compute/rollouts"]) if r.summary.get("compute/rollouts") else 0.0
+    shares = [c / float(r.summary[mk.COMPUTE_ROLLOUTS]) if r.summary.get(mk.COMPUTE_ROLLOUTS) else 0.0
               for c, r in zip(counts, runs)]
     return f"{sum(counts) / len(counts):.0f} ({100 * sum(shares) / len(shares):.1f} %)"
 
@@ -233,17 +234,17 @@ def diagnostics_table(groups: Mapping[str, Mapping[str, Sequence[Run]]]) -> list
                 ev, ev_seeds = f"n/a ({method.upper()} has no critic)", "n/a"
             if grouped:
                 group_cells = [
-                    fmt_seeds([per_run_mean(r, "rollout/mixed_group_rate") for r in grouped]),
+                    fmt_seeds([per_run_mean(r, mk.ROLLOUT_MIXED_GROUP_RATE) for r in grouped]),
                     fmt_seeds([pmix_gap(r) for r in grouped]),
-                    fmt_seeds([per_run_mean(r, "rollout/all_zero_rate") for r in grouped]),
-                    fmt_seeds([per_run_mean(r, "rollout/all_one_rate") for r in grouped]),
+                    fmt_seeds([per_run_mean(r, mk.ROLLOUT_ALL_ZERO_RATE) for r in grouped]),
+                    fmt_seeds([per_run_mean(r, mk.ROLLOUT_ALL_ONE_RATE) for r in grouped]),
                 ]
             else:
                 group_cells = [G1_NA] * 4
             anchors = (fmt_seeds([per_run_mean(r, ANCHOR_KEY) for r in runs])
                        if any(r.has(ANCHOR_KEY) for r in runs) else ANCHOR_NA)
-            shift = _update_mean_cell(method, runs, "train/agg_weight_shift")
-            mass = _update_mean_cell(method, runs, "train/signed_adv_mass", missing=MASS_NA)
+            shift = _update_mean_cell(method, runs, mk.TRAIN_AGG_WEIGHT_SHIFT)
+            mass = _update_mean_cell(method, runs, mk.TRAIN_SIGNED_ADV_MASS, missing=MASS_NA)
             rows.append([env, method, ", ".join(map(str, gs)), *group_cells, ev, ev_seeds, shift, mass, anchors,
                          warmup_cell(runs)])
     return rows
@@ -279,17 +280,17 @@ def agent_table(groups: Mapping[str, Mapping[str, Sequence[Any]]]) -> list[list[
             if method not in PAIR_METHODS:
                 continue
             for a in PAIR_AGENTS:
-                only = f"eval/success_bug_in_{a}_only"
+                only = mk.member(mk.EVAL_SUCCESS_BUG_IN_ONLY, X=a)
                 per_seed = [second_half_mean(r, critic_ev_key(a)) for r in runs]
                 ev = fmt_seeds(per_seed)
                 ev, ev_seeds = (EV_NA, "n/a") if ev == "n/a" else (ev, _per_seed(per_seed))
                 rows.append([
                     env, method, a,
                     fmt_seeds([_summary(r, agent_key(a, only)) for r in runs]),
-                    fmt_seeds([_summary(r, f"start_model/{agent_key(a, only)}") for r in runs]),
-                    fmt_seeds([_summary(r, agent_key(a, "eval/file_fixed")) for r in runs]),
-                    fmt_seeds([_summary(r, agent_key(a, "eval/messages_sent")) for r in runs]),
-                    fmt_seeds([_summary(r, agent_key(a, "eval/format_error_rate")) for r in runs]),
+                    fmt_seeds([_summary(r, mk.START_MODEL + agent_key(a, only)) for r in runs]),
+                    fmt_seeds([_summary(r, agent_key(a, mk.EVAL_FILE_FIXED)) for r in runs]),
+                    fmt_seeds([_summary(r, agent_key(a, mk.EVAL_MESSAGES_SENT)) for r in runs]),
+                    fmt_seeds([_summary(r, agent_key(a, mk.EVAL_FORMAT_ERROR_RATE)) for r in runs]),
                     "central (joint state)" if trainer_traits(method).central_critic else "local (own context)",
                     ev, ev_seeds,
                 ])

@@ -1,16 +1,9 @@
 """The compute counters of metrics.jsonl / summary.json that serve as x-axes: the W&B logger
-defines them as step metrics and the report interpolates success curves over them."""
+defines them as step metrics and the report interpolates success curves over them (declared in the
+metric contract, ``algos/metric_keys.py``)."""
 
 from __future__ import annotations
 
-#: The compute counters (cumulative, monotone) that serve as x-axes; see docs/interfaces.md.
-COMPUTE_AXES: tuple[str, ...] = (
-    "compute/rollouts",
-    "compute/generated_tokens",
-    "compute/observation_tokens",
-    "compute/tool_seconds",
-    "compute/train_flops",
-    "compute/wall_seconds",
-)
+from algos.metric_keys import COMPUTE_AXES
 
 __all__ = ["COMPUTE_AXES"]

@@ -4,7 +4,7 @@ Every entry point (train, warm start, benchmarks) builds through these functions
 knob, the compression wrapper, the policy shape or the start checkpoint means the same thing
 everywhere:
 
-- :func:`env_kwargs` / :func:`compression_kwargs` / :func:`make_env`: the env constructor kwargs
+- :func:`env_kwargs` / :func:`compression_settings` / :func:`make_env`: the env constructor kwargs
   (training, or evaluation = training kwargs updated with ``eval.env_kwargs``), the compression
   wrapper's kwargs (``None`` for ``strategy=none``) and one env built from them;
   ``experiments.runtime.config.check_env`` builds them once during validation.
@@ -21,6 +21,7 @@ everywhere:
 from __future__ import annotations
 
 from dataclasses import asdict
+from functools import partial
 
 import torch
 
@@ -30,7 +31,9 @@ from algos.hf_backend import LoraSpec, load_policy
 from algos.policy import PolicyModel, PolicyShape, build_models
 from algos.rollout import RolloutEngine, make_requests
 from algos.trainer import frozen_copy
+from envs.compression import CompressionSettings
 from envs.tokenizer import get_tokenizer
+from experiments.runtime.adapters import TRAINABLE, PolicyCheckpoint, frozen_keys
 from experiments.runtime.schema import TrainConfig, resolve_critic
 from experiments.runtime.seeds import EVAL, Stream, seed_eval_seed, stream_seed
 
@@ -79,20 +82,27 @@ def env_kwargs(c: TrainConfig, evaluation: bool = False) -> dict:
     return kw
 
 
-def compression_kwargs(c: TrainConfig) -> dict | None:
-    """Kwargs of the ``ContextCompression`` wrapper, or ``None`` for ``compression.strategy=none``
-    (an unset ``every_turns`` is left out so the wrapper's own default applies)."""
-    comp = asdict(c.compression)
-    if comp["strategy"] == "none":
+def compression_settings(c: TrainConfig) -> CompressionSettings | None:
+    """The ``ContextCompression`` wrapper's settings (the ``compression`` group, an
+    ``envs.compression.CompressionSettings``), or ``None`` for ``compression.strategy=none``."""
+    return None if c.compression.strategy == "none" else c.compression
+
+
+def compression_key(c: TrainConfig) -> dict | None:
+    """:func:`compression_settings` as the warm-start cache keys hold it: ``None``, or the settings'
+    fields with an unset ``every_turns`` left out."""
+    settings = compression_settings(c)
+    if settings is None:
         return None
-    if comp.get("every_turns") is None:
-        comp.pop("every_turns")
-    return comp
+    return {k: v for k, v in asdict(settings).items() if not (k == "every_turns" and v is None)}
 
 
 def make_env(c: TrainConfig, evaluation: bool = False):
-    """One env of this config (wrapped in the compression wrapper when one is configured)."""
-    return envs.make(c.env.id, compression=compression_kwargs(c), **env_kwargs(c, evaluation))
+    """One env of this config: a one-agent env (wrapped in the compression wrapper when one is
+    configured), or for a spec of several agents its PettingZoo env (``envs.make_multi_agent``)."""
+    if envs.spec_of(c.env.id).agents > 1:
+        return envs.make_multi_agent(c.env.id, **env_kwargs(c, evaluation))
+    return envs.make(c.env.id, compression=compression_settings(c), **env_kwargs(c, evaluation))
 
 
 def train_engine(c: TrainConfig, num_envs: int | None = None):
@@ -100,7 +110,8 @@ def train_engine(c: TrainConfig, num_envs: int | None = None):
     envs (or ``num_envs``), sampling at ``rollout.temperature``."""
     n = num_envs if num_envs is not None else min(c.rollout.num_envs, rollouts_per_update(c))
     return RolloutEngine(c.env.id, num_envs=n, max_len=c.policy.max_len, max_action_tokens=c.rollout.max_action_tokens,
-                         temperature=c.rollout.temperature, env_kwargs=env_kwargs(c), compression=compression_kwargs(c))
+                         temperature=c.rollout.temperature, env_kwargs=env_kwargs(c), compression=compression_settings(c),
+                         make_env=partial(make_env, c))
 
 
 def eval_engine(c: TrainConfig, episodes: int, max_envs: int | None = None):
@@ -109,7 +120,8 @@ def eval_engine(c: TrainConfig, episodes: int, max_envs: int | None = None):
     n = min(max_envs if max_envs is not None else c.rollout.num_envs, episodes)
     return RolloutEngine(c.env.id, num_envs=max(1, n), max_len=c.policy.max_len,
                          max_action_tokens=c.rollout.max_action_tokens, temperature=c.eval.temperature,
-                         env_kwargs=env_kwargs(c, evaluation=True), compression=compression_kwargs(c))
+                         env_kwargs=env_kwargs(c, evaluation=True), compression=compression_settings(c),
+                         make_env=partial(make_env, c, True))
 
 
 # --------------------------------------------------------------------------------------------- models
@@ -121,13 +133,20 @@ def policy_shape(c: TrainConfig, critic: str = "none"):
                        critic_d_model=p.critic_d_model, critic_n_layers=p.critic_n_layers)
 
 
-def load_policy_weights(model, path: str) -> None:
+def load_policy_weights(model, path: str, base_path: str = "") -> None:
     """Load a policy checkpoint (``{"policy": state}`` or a bare state dict) into ``model``; a
-    missing value head is allowed (it starts fresh), any other mismatch is a ``ValueError``."""
+    missing value head is allowed (it starts fresh), any other mismatch is a ``ValueError``. A
+    checkpoint of trainable tensors only (a LoRA run's ``last.pt``,
+    ``experiments.runtime.adapters``) must name ``model``'s base (``base_path`` and the sha256 of
+    its frozen entries) and loads its tensors; the frozen entries stay the base's."""
     state = torch.load(path, map_location="cpu", weights_only=False)
     state = state.get("policy", state)
+    frozen: set[str] = set()
+    if state.get("format") == TRAINABLE:
+        PolicyCheckpoint(model, base_path).check_base(state["base"])
+        state, frozen = state["tensors"], set(frozen_keys(model))
     missing, unexpected = model.load_state_dict(state, strict=False)
-    bad = [k for k in missing if not k.startswith("value_head")]
+    bad = [k for k in missing if not k.startswith("value_head") and k not in frozen]
     if bad or unexpected:
         raise ValueError(f"checkpoint {path} does not match the policy shape: missing {bad}, unexpected {list(unexpected)}")
 
@@ -180,7 +199,7 @@ def build_policy(c: TrainConfig, start_path: str = ""):
     else:
         policy, critic = build_models(policy_shape(c, critic=resolve_critic(c)), seed=c.policy.init_seed)
     if start_path:
-        load_policy_weights(policy, start_path)
+        load_policy_weights(policy, start_path, c.policy.path if c.policy.kind == "hf" else "")
         if critic is not None and (critic.shape.d_model, critic.shape.n_layers) == (policy.shape.d_model,
                                                                                    policy.shape.n_layers):
             critic.trunk.load_state_dict(policy.trunk.state_dict())
@@ -188,6 +207,6 @@ def build_policy(c: TrainConfig, start_path: str = ""):
     return policy, critic, reference
 
 
-__all__ = ["build_policy", "hf_policy", "new_policy", "policy_layout", "compression_kwargs", "env_kwargs", "eval_engine", "eval_seed", "load_policy_weights",
+__all__ = ["build_policy", "hf_policy", "new_policy", "policy_layout", "compression_key", "compression_settings", "env_kwargs", "eval_engine", "eval_seed", "load_policy_weights",
            "make_env", "policy_shape", "rollouts_per_update", "sampling_generator", "start_eval_seed", "train_engine",
            "update_requests"]

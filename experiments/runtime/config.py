@@ -13,8 +13,10 @@ tokenizer and chat template and derives (or checks) its action budget in that to
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 import gymnasium
 from hydra import compose, initialize_config_dir
@@ -24,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 import envs
 from algos.hf_backend import load_layout, lora_target_problem
 from algos.registry import config_schemas
-from experiments.runtime.build import compression_kwargs, env_kwargs, system_prompt
+from experiments.runtime.build import compression_settings, env_kwargs, system_prompt
 from experiments.runtime.models import register_resolvers
 from experiments.runtime.schema import ConfigError, TrainConfig, check_action_budget, is_pair_run
 from experiments.runtime.warmstart import demo_actions
@@ -39,9 +41,12 @@ CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 def register_configs() -> None:
     """``train_schema`` (the root) and, in the ``algo`` group, ``<name>_schema`` for every trainer
     registered with a config schema (``algos.registry.config_schemas``; the node is the schema's
-    default instance, whose ``name`` is the registered one), and the ``${agentrl.model:NAME}``
-    resolver of cached pretrained models (``experiments.runtime.models``)."""
+    default instance, whose ``name`` is the registered one), the ``${agentrl.model:NAME}``
+    resolver of cached pretrained models (``experiments.runtime.models``) and
+    ``${agentrl.max_len_for:N,...}`` (:func:`max_len_for`)."""
     register_resolvers()
+    if not OmegaConf.has_resolver("agentrl.max_len_for"):
+        OmegaConf.register_new_resolver("agentrl.max_len_for", max_len_for)
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     for name, schema in config_schemas().items():
@@ -84,12 +89,40 @@ def validate(cfg) -> TrainConfig:
     return c
 
 
-def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
+def compose_config(overrides: Sequence[str] = (), return_hydra_config: bool = False) -> DictConfig:
     """``configs/config.yaml`` composed with Hydra ``overrides`` (schemas registered first), as
-    ``python -m experiments.train <overrides>`` composes it; not yet validated."""
+    ``python -m experiments.train <overrides>`` composes it; not yet validated. With
+    ``return_hydra_config`` the ``hydra`` node too (its ``runtime.choices``: the option picked in
+    each config group; its ``sweeper.params``: a preset's multirun sweep)."""
     register_configs()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+        return compose(config_name="config", overrides=list(overrides), return_hydra_config=return_hydra_config)
+
+
+def max_len_for(episode_ids: int, env_name: str, kind: str, path: str, end_token: str | None,
+                env_instructions: bool, system: str | None) -> int:
+    """``policy.max_len`` that leaves ``episode_ids`` ids after the policy's fixed first-turn prefix
+    (the policy's ``kind``, ``path``, ``end_token``, ``env_instructions`` and ``system_prompt`` on
+    env ``env_name``): ``episode_ids`` for the tiny policy (no prefix), for a Hugging Face policy
+    (``kind=hf``) plus the ids its chat template and system prompt take before the first
+    observation (:func:`first_turn_ids`). A policy whose tokenizer does not load gets
+    ``episode_ids``: its ``policy.path`` error is :func:`check_policy`'s to report. The tiny
+    preset's window (configs/experiment/tiny.yaml) with every policy option."""
+    if kind != "hf":
+        return int(episode_ids)
+    parts = SimpleNamespace(env=SimpleNamespace(name=env_name),
+                            policy=SimpleNamespace(env_instructions=env_instructions, system_prompt=system))
+    try:
+        return first_turn_ids(str(path), end_token or None, system_prompt(parts)) + int(episode_ids)
+    except (ValueError, OSError):
+        return int(episode_ids)
+
+
+@functools.lru_cache(maxsize=16)
+def first_turn_ids(path: str, end_token: str | None, system: str | None) -> int:
+    """Ids of the first turn of the Hugging Face model at ``path`` before any observation (its chat
+    template with the system message ``system``; the tokenizer only, no weights)."""
+    return len(load_layout(path, end_token, system).first("", 1 << 20)[0])
 
 
 def check_env(c: TrainConfig) -> None:
@@ -106,8 +139,8 @@ def check_env(c: TrainConfig) -> None:
     steps = [("env.kwargs", env_kwargs(c), None)]
     if c.eval.env_kwargs:
         steps.append(("eval.env_kwargs", env_kwargs(c, evaluation=True), None))
-    if compression_kwargs(c) is not None:
-        steps.append(("compression", env_kwargs(c), compression_kwargs(c)))
+    if compression_settings(c) is not None:
+        steps.append(("compression", env_kwargs(c), compression_settings(c)))
     for where, kwargs, compression in steps:
         try:
             envs.make(c.env.id, compression=compression, **kwargs).close()
@@ -164,4 +197,4 @@ def check_action_tokens(c: TrainConfig, layout) -> None:
 
 
 __all__ = ["ACTION_TOKEN_MARGIN", "CONFIG_DIR", "check_action_tokens", "check_env", "check_policy", "compose_config",
-           "register_configs", "to_object", "validate"]
+           "first_turn_ids", "max_len_for", "register_configs", "to_object", "validate"]

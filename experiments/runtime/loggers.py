@@ -33,10 +33,12 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from algos import metric_keys as mk
 from experiments.runfiles.axes import COMPUTE_AXES
 
 #: Metric namespaces plotted against the step metric (``compute/*`` counters are the axes).
-PLOTTED_NAMESPACES: tuple[str, ...] = ("rollout", "train", "critic", "eval", "env")
+PLOTTED_NAMESPACES: tuple[str, ...] = tuple(ns.rstrip("/") for ns in (mk.ROLLOUT, mk.TRAIN, mk.CRITIC, mk.OFF_POLICY,
+                                                                      mk.ASYNC, mk.EVAL))
 
 #: The project name of every W&B run of this harness.
 WANDB_PROJECT = "agent-rl-harness"
@@ -65,7 +67,7 @@ class Logger:
     kind: str = "base"
 
     def define_x_axes(
-        self, step_metric: str = "compute/rollouts", axes: Sequence[str] = COMPUTE_AXES
+        self, step_metric: str = mk.COMPUTE_ROLLOUTS, axes: Sequence[str] = COMPUTE_AXES
     ) -> None:
         raise NotImplementedError
 
@@ -91,7 +93,7 @@ class NoneLogger(Logger):
         """Takes (and ignores) the keyword arguments every logger gets."""
 
     def define_x_axes(
-        self, step_metric: str = "compute/rollouts", axes: Sequence[str] = COMPUTE_AXES
+        self, step_metric: str = mk.COMPUTE_ROLLOUTS, axes: Sequence[str] = COMPUTE_AXES
     ) -> None:
         _check_axes(step_metric, axes)
 
@@ -164,7 +166,7 @@ class WandbLogger(Logger):
         return Path(self.run.dir).parent
 
     def define_x_axes(
-        self, step_metric: str = "compute/rollouts", axes: Sequence[str] = COMPUTE_AXES
+        self, step_metric: str = mk.COMPUTE_ROLLOUTS, axes: Sequence[str] = COMPUTE_AXES
     ) -> None:
         _check_axes(step_metric, axes)
         for axis in axes:
@@ -208,7 +210,7 @@ def _check_axes(step_metric: str, axes: Sequence[str]) -> None:
     if isinstance(axes, str):
         raise TypeError("axes must be a sequence of metric names, not one string")
     for axis in axes:
-        if not axis.startswith("compute/"):
+        if not axis.startswith(mk.COMPUTE):
             raise ValueError(f"x-axis {axis!r} is not a compute counter (compute/*)")
     if step_metric not in axes:
         raise ValueError(f"step_metric {step_metric!r} must be one of the axes {list(axes)}")

@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from tqdm import tqdm
 
+from algos import metric_keys as mk
 from algos.compute import Budget
 from experiments.runfiles.transcripts import FILE_NAME as TRANSCRIPTS_FILE
 from experiments.runfiles.transcripts import TABLE_COLUMNS, load_transcripts, transcript_rows
@@ -183,7 +184,7 @@ def _one_update(c: TrainConfig, learner: Learner, budget: Budget, st: RunState) 
         metrics.update(st.last_eval)
     if not learner.counters_before_eval:
         metrics.update(meter.metrics())
-    metrics["compute/budget_fraction"] = budget.fraction(meter)
+    metrics[mk.COMPUTE_BUDGET_FRACTION] = budget.fraction(meter)
     return lr, metrics
 
 
@@ -195,17 +196,17 @@ def _finish(c: TrainConfig, rd: RunDir, learner: Learner, logger, st: RunState, 
     last_eval = st.last_eval or learner.evaluate(final=True)
     learner.close()
     summary = {**last_eval, **meter.metrics(), **start_info, "run_dir": str(rd.path), "algo": c.algo.name,
-               "env": c.env.name, "updates": st.update, "seed": c.seed, "budget/kind": c.budget.kind,
-               "budget/amount": c.budget.amount, **learner.summary_extra(),
+               "env": c.env.name, "updates": st.update, "seed": c.seed, mk.BUDGET_KIND: c.budget.kind,
+               mk.BUDGET_AMOUNT: c.budget.amount, **learner.summary_extra(),
                "wall_seconds_this_process": time.perf_counter() - t_run, "wall_seconds_updates": meter.wall_seconds - wall_start}
     rd.write_summary(summary)
     # with the compute counters, so the final evaluation sits on every x-axis too
     logger.log({k: v for k, v in jsonable(summary).items()
-                if k.startswith(("eval/", "agent_", "start_model/success", "compute/"))})
+                if k.startswith((mk.EVAL, mk.AGENT, mk.START_MODEL_SUCCESS, mk.COMPUTE))})
     if (rd.path / TRANSCRIPTS_FILE).exists():
-        logger.log_table("eval/transcripts", list(TABLE_COLUMNS), transcript_rows(load_transcripts(rd.path), c.algo.name))
+        logger.log_table(mk.EVAL_TRANSCRIPTS, list(TABLE_COLUMNS), transcript_rows(load_transcripts(rd.path), c.algo.name))
     logger.finish()
-    print(json.dumps({k: summary[k] for k in ("eval/success", "start_model/success", "compute/rollouts", "updates", "run_dir")}),
+    print(json.dumps({k: summary[k] for k in (mk.EVAL_SUCCESS, mk.START_MODEL_SUCCESS, mk.COMPUTE_ROLLOUTS, "updates", "run_dir")}),
           file=sys.stderr)
     return summary
 

@@ -24,12 +24,14 @@ from pathlib import Path
 
 import torch
 
+from algos import metric_keys as mk
 from algos.compute import ComputeMeter
 from algos.metrics import group_outcome_rates
 from algos.rollout import evaluate, hack_metrics
 from algos.trainer import make_trainer
 from experiments.runfiles.transcripts import save_transcripts
 from experiments.runtime.adapters import PolicyCheckpoint
+from experiments.runtime.async_sampler import AsyncSampler, torch_dtype
 from experiments.runtime.behavior import BehaviorPolicy
 from experiments.runtime.build import (build_policy, eval_engine, eval_seed, policy_layout, sampling_generator,
                                        train_engine, update_requests)
@@ -43,31 +45,31 @@ def rollout_metrics(trajs, collect_seconds: float) -> dict:
     live = [t for t in trajs if not t.masked]
     n = max(len(live), 1)
     m: dict = {
-        "rollout/trajectories": len(trajs),
-        "rollout/masked": len(trajs) - len(live),
-        "rollout/success_rate": sum(int(t.verified or 0) for t in live) / n,
-        "rollout/train_reward_mean": sum(t.train_reward for t in live) / n,
-        "rollout/mean_turns": sum(t.turns for t in live) / n,
-        "rollout/mean_segments": sum(len(t.segments) for t in live) / n,
-        "rollout/mean_generated_tokens": sum(t.generated_tokens for t in live) / n,
-        "rollout/mean_observation_tokens": sum(t.observation_tokens for t in live) / n,
-        "rollout/mean_tool_seconds": sum(t.tool_seconds for t in live) / n,
-        "rollout/tool_failure_rate": sum(1 for t in live if t.tool_failures) / n,
-        **hack_metrics(trajs, "rollout/"),
-        "rollout/generated_tokens_per_second": sum(t.generated_tokens for t in trajs) / max(collect_seconds, 1e-9),
-        "rollout/collect_seconds": collect_seconds,
+        mk.ROLLOUT_TRAJECTORIES: len(trajs),
+        mk.ROLLOUT_MASKED: len(trajs) - len(live),
+        mk.ROLLOUT_SUCCESS_RATE: sum(int(t.verified or 0) for t in live) / n,
+        mk.ROLLOUT_TRAIN_REWARD_MEAN: sum(t.train_reward for t in live) / n,
+        mk.ROLLOUT_MEAN_TURNS: sum(t.turns for t in live) / n,
+        mk.ROLLOUT_MEAN_SEGMENTS: sum(len(t.segments) for t in live) / n,
+        mk.ROLLOUT_MEAN_GENERATED_TOKENS: sum(t.generated_tokens for t in live) / n,
+        mk.ROLLOUT_MEAN_OBSERVATION_TOKENS: sum(t.observation_tokens for t in live) / n,
+        mk.ROLLOUT_MEAN_TOOL_SECONDS: sum(t.tool_seconds for t in live) / n,
+        mk.ROLLOUT_TOOL_FAILURE_RATE: sum(1 for t in live if t.tool_failures) / n,
+        **hack_metrics(trajs, mk.ROLLOUT),
+        mk.ROLLOUT_GENERATED_TOKENS_PER_SECOND: sum(t.generated_tokens for t in trajs) / max(collect_seconds, 1e-9),
+        mk.ROLLOUT_COLLECT_SECONDS: collect_seconds,
     }
     if live:
         ver = torch.tensor([float(t.verified or 0) for t in live])
         gid = torch.tensor([t.group_id for t in live], dtype=torch.long)
         rates = group_outcome_rates(ver, gid)
-        m["rollout/mixed_group_rate"] = rates["mixed"]
-        m["rollout/all_zero_rate"] = rates["all_zero"]
-        m["rollout/all_one_rate"] = rates["all_one"]
+        m[mk.ROLLOUT_MIXED_GROUP_RATE] = rates["mixed"]
+        m[mk.ROLLOUT_ALL_ZERO_RATE] = rates["all_zero"]
+        m[mk.ROLLOUT_ALL_ONE_RATE] = rates["all_one"]
         rew = torch.tensor([t.train_reward for t in live])
-        m["rollout/reward_mixed_group_rate"] = group_outcome_rates(rew, gid)["mixed"] if len(set(rew.tolist())) <= 2 else float("nan")
+        m[mk.ROLLOUT_REWARD_MIXED_GROUP_RATE] = group_outcome_rates(rew, gid)["mixed"] if len(set(rew.tolist())) <= 2 else float("nan")
     for reason, k in Counter(t.stop_reason for t in trajs).items():
-        m[f"rollout/stop/{reason}"] = k
+        m[mk.member(mk.ROLLOUT_STOP, reason=reason)] = k
     return m
 
 
@@ -83,7 +85,7 @@ def evaluate_policy(c: TrainConfig, engine, policy, transcripts_dir: Path | None
         save_transcripts(transcripts_dir, trajs, layout=policy_layout(policy))
     if e.train_split:
         out.update(evaluate(engine, policy, e.tasks, e.samples_per_task, e.temperature, seed=eval_seed(c),
-                            split="train", prefix="eval_train/"))
+                            split="train", prefix=mk.EVAL_TRAIN))
     return out
 
 
@@ -102,8 +104,12 @@ class OneAgentLearner:
         self.trainer = make_trainer(c.algo.name, c.algo, self.policy, self.critic, self.reference,
                                     c.rollout.temperature, self.meter)
         self.trainer.micro_batch_tokens = c.policy.micro_batch_tokens
-        self.behavior = BehaviorPolicy(self.policy, c.rollout.staleness)
-        self.engine, self.evaluator = train_engine(c), eval_engine(c, c.eval.tasks * c.eval.samples_per_task)
+        self.asynchronous = c.rollout.mode == "async"
+        self.behavior = BehaviorPolicy(self.policy, c.rollout.staleness, torch_dtype(c.rollout.sampler_dtype),
+                                       local=not self.asynchronous)
+        self.engine = None if self.asynchronous else train_engine(c)
+        self.evaluator = eval_engine(c, c.eval.tasks * c.eval.samples_per_task)
+        self.sampler: AsyncSampler | None = None  # started at the first collect (after a resume's load)
         self._lr = float("nan")
 
     def set_budget_fraction(self, fraction: float) -> float:
@@ -111,6 +117,8 @@ class OneAgentLearner:
         return self._lr
 
     def collect(self, update: int) -> Collected:
+        if self.asynchronous:
+            return self._receive(update)
         t0 = time.perf_counter()
         sampler, version = self.behavior.sampler()
         trajs = self.engine.collect(sampler, update_requests(self.c, update), policy_version=version,
@@ -119,11 +127,23 @@ class OneAgentLearner:
         self.meter.add_trajectories(trajs, warmup=self.trainer.policy_frozen())  # the update they feed
         return Collected(trajs, update, version, seconds)
 
+    def _receive(self, update: int) -> Collected:
+        """Batch ``update`` from the sampler process (started here on the first call)."""
+        if self.sampler is None:
+            self.sampler = AsyncSampler(self.c, self.start.path, self.behavior.versioned(), first_update=update)
+        got, waited = self.sampler.get(update)
+        self.meter.add_trajectories(got.trajectories, warmup=self.trainer.policy_frozen())
+        self._waits = {mk.ASYNC_TRAINER_WAIT_SECONDS: waited, mk.ASYNC_SAMPLER_WAIT_SECONDS: got.wait_seconds}
+        return Collected(got.trajectories, update, got.version, got.sample_seconds)
+
     def update(self, batch: Collected) -> dict:
         train_metrics = self.trainer.update(batch.trajectories)
         self.behavior.push(self.policy)
+        if self.sampler is not None:
+            self.sampler.publish(*self.behavior.versioned()[-1])
         return {"policy_version": batch.update + 1, "sampler_version": batch.version,
-                **rollout_metrics(batch.trajectories, batch.seconds), **train_metrics, "train/lr": self._lr}
+                **rollout_metrics(batch.trajectories, batch.seconds),
+                **(self._waits if self.asynchronous else {}), **train_metrics, mk.TRAIN_LR: self._lr}
 
     def evaluate(self, final: bool) -> dict:
         return evaluate_policy(self.c, self.evaluator, self.policy, self.run_dir if final else None)
@@ -147,9 +167,12 @@ class OneAgentLearner:
         return {"critic": resolve_critic(self.c)}
 
     def close(self) -> None:
-        self.engine.close()
+        if self.sampler is not None:
+            self.sampler.close()
+        if self.engine is not None:
+            self.engine.close()
         self.evaluator.close()
-        del self.policy, self.checkpoint, self.critic, self.reference, self.trainer, self.behavior, self.engine
+        del self.policy, self.checkpoint, self.critic, self.reference, self.trainer, self.behavior, self.engine, self.sampler
         del self.evaluator
 
 

@@ -35,10 +35,10 @@ from algos.grpo import GrpoConfig
 from algos.grpo_process import GrpoProcessConfig
 from algos.ppo import PpoConfig, PpoLongConfig, PpoSegmentTerminalConfig
 from algos.ppo_ctde import PpoCtdeConfig, PpoIndependentConfig
-from algos.registry import config_schemas, trainers_with
+from algos.registry import TrainerTraits, config_schemas, trainers_with
 from algos.rloo import RlooConfig
 from envs import BUGFIX, SPECS
-from envs.compression import STRATEGIES, TRIGGERS
+from envs.compression import STRATEGIES, TRIGGERS, CompressionSettings
 from envs.pairfix import AGENTS as PAIR_AGENTS
 
 #: ``env.name`` choices: the short name of every env spec (``envs.SPECS``)
@@ -46,6 +46,16 @@ ENV_NAMES = tuple(s.name for s in SPECS)
 #: two-agent envs (specs with ``agents == 2``, run by experiments/runtime/pair.py) and the algorithms that train them
 PAIR_ENVS = tuple(s.name for s in SPECS if s.agents == 2)
 PAIR_ALGOS = trainers_with(agents=2)
+
+
+def method_envs(traits: TrainerTraits) -> tuple[str, ...]:
+    """The ``env.name`` values a trainer with ``traits`` runs on, in ``envs.SPECS`` order: every env
+    spec with its number of agents that, when it reads per-step rewards, pays them (a non-empty
+    ``step_reward_modes``)."""
+    return tuple(s.name for s in SPECS
+                 if s.agents == traits.agents and (s.step_reward_modes or not traits.step_rewards))
+
+
 CRITIC_CHOICES = ("auto", "none", "head", "separate")
 POLICY_KINDS = ("tiny", "hf")
 #: the tiny policy's action budget in words (rollout.max_action_tokens unset)
@@ -78,21 +88,10 @@ class EnvConfig:
 
 
 @dataclass
-class CompressionConfig:
-    # a name in envs.compression.STRATEGIES; "none" = no wrapper
-    strategy: str = "none"
-    # tokens | turns | action (the agent may also send 'compact')
-    trigger: str = "tokens"
-    # the token trigger fires above budget_fraction * budget_tokens context tokens
-    budget_tokens: int = 256
-    budget_fraction: float = 0.8
-    # segment length for trigger=turns
-    every_turns: Optional[int] = None
-    # raw turns kept by recent / mask_observations
-    keep_last: int = 2
-    max_compactions: int = 8
-    # per-field drop probability of structured_summary
-    drop_prob: float = 0.0
+class CompressionConfig(CompressionSettings):
+    """The ``compression`` group: the wrapper's settings, whose knobs, defaults and comments are
+    declared once in ``envs.compression.CompressionSettings``; the strategy and trigger names are
+    checked here, the other values when the wrapper is built (``experiments.runtime.config.check_env``)."""
 
     def __post_init__(self) -> None:
         check_choice("compression.strategy", self.strategy, list(STRATEGIES))
@@ -189,6 +188,12 @@ class PolicyConfig:
 ALGO_SCHEMAS: dict[str, type[AlgoConfig]] = config_schemas()
 
 
+#: ``rollout.mode``: one process, or a sampler process beside the trainer
+ROLLOUT_MODES = ("sync", "async")
+#: ``rollout.sampler_dtype``: the dtype of the sampling forward
+SAMPLER_DTYPES = ("float32", "bfloat16")
+
+
 @dataclass
 class RolloutConfig:
     # env instances stepped in lockstep (one forward per generated token for all of them)
@@ -199,8 +204,14 @@ class RolloutConfig:
     # TINY_ACTION_TOKENS words for the tiny policy, for policy.kind=hf the longest warm-start demo
     # action in the model's tokenizer plus a margin (experiments.runtime.config.check_policy)
     max_action_tokens: Optional[int] = None
-    # asynchronous mode: sample with the policy this many updates old (0 = synchronous)
+    # sample with the policy this many updates old (0 = the learner's current weights)
     staleness: int = 0
+    # sync: collect, then update, in one process (a staleness k > 0 is then simulated with a
+    # snapshot k updates old); async: a sampler process collects update t + 1 with the weights of
+    # version t + 1 - k while the trainer computes update t (needs staleness >= 1)
+    mode: str = "sync"
+    # dtype of the sampling forward (the trainer stays float32): float32 | bfloat16
+    sampler_dtype: str = "float32"
 
     def __post_init__(self) -> None:
         check_at_least("rollout.num_envs", self.num_envs, 1)
@@ -209,6 +220,11 @@ class RolloutConfig:
                               "(behavior log-probs are taken at this temperature)")
         if self.staleness < 0:
             raise ConfigError(f"rollout.staleness={self.staleness} must be >= 0 (0 = synchronous)")
+        check_choice("rollout.mode", self.mode, ROLLOUT_MODES)
+        check_choice("rollout.sampler_dtype", self.sampler_dtype, SAMPLER_DTYPES)
+        if self.mode == "async" and self.staleness < 1:
+            raise ConfigError(f"rollout.staleness={self.staleness} is invalid with rollout.mode=async; allowed: >= 1 "
+                              "(the sampler collects update t + 1 with version t + 1 - staleness while update t trains)")
         if self.max_action_tokens is not None:
             check_at_least("rollout.max_action_tokens", self.max_action_tokens, 1)
 
@@ -374,6 +390,9 @@ def _check_pair_combination(c: "TrainConfig") -> None:
                           f"{', '.join(PAIR_ALGOS)}")
     if not pair_env:
         return
+    if any(a not in PAIR_AGENTS for a in c.algo.frozen):
+        raise ConfigError(f"algo.frozen={list(c.algo.frozen)!r} is invalid; allowed: distinct agents of "
+                          f"{', '.join(PAIR_AGENTS)}")
     if c.policy.kind != "tiny":
         raise ConfigError(f"policy.kind={c.policy.kind!r} is not supported for env={c.env.name}; allowed: tiny "
                           "(the two-agent runs use the tiny policy)")
@@ -388,6 +407,8 @@ def _check_pair_combination(c: "TrainConfig") -> None:
                           "(pair episodes are sampled)")
     for name, value, allowed in (("compression.strategy", c.compression.strategy, "none"),
                                  ("budget.kind", c.budget.kind, "rollouts"), ("rollout.staleness", c.rollout.staleness, 0),
+                                 ("rollout.mode", c.rollout.mode, "sync"),
+                                 ("rollout.sampler_dtype", c.rollout.sampler_dtype, "float32"),
                                  ("algo.group_size", c.algo.group_size, 1), ("algo.kl_coef", c.algo.kl_coef, 0)):
         if value != allowed:
             raise ConfigError(f"{name}={value!r} is not supported for env={c.env.name}; allowed: {allowed!r} "
@@ -421,4 +442,4 @@ __all__ = ["ALGO_SCHEMAS", "AlgoConfig", "BudgetConfig", "CompressionConfig", "C
            "PAIR_AGENTS", "PAIR_ALGOS", "PAIR_ENVS", "PolicyConfig", "PpoConfig", "PpoCtdeConfig", "PpoIndependentConfig",
            "PpoLongConfig", "PpoSegmentTerminalConfig", "RlooConfig", "RolloutConfig", "TINY_ACTION_TOKENS",
            "TrainConfig", "WarmstartConfig", "algo_schema", "check_action_budget", "fingerprint", "is_pair_run",
-           "resolve_critic"]
+           "method_envs", "resolve_critic"]

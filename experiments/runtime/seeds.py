@@ -29,6 +29,9 @@ class Stream(IntEnum):
     CEILING_ROLLOUTS = 17  #: value_ceiling: the policy's rollouts the points are taken from
     CEILING_BRANCHES = 23  #: value_ceiling: token sampling of the branches
     CEILING_RESEED = 29  #: value_ceiling: env reseed of branch k of point p
+    NONSTATIONARITY_EVAL = 31  #: claim C22 part 1: env seeds and token sampling of its evaluations
+    CRITIC_PROBE_FIT = 37  #: claim C22 part 2: env seeds of the probe's fit episodes
+    CRITIC_PROBE_HELDOUT = 41  #: claim C22 part 2: env seeds of the probe's held-out episodes
 
 
 def stream_seed(*parts: int, stream: Stream) -> int:
@@ -53,12 +56,6 @@ class Affine:
 EVAL = Affine(stride=7_919, offset=424_242, modulus=2**31 - 1)
 #: env seed of warm-start demonstration ``i``: ``100003 warmstart.seed + i``
 DEMO = Affine(stride=100_003)
-#: two-agent warm start: the demonstrations' env seeds start at ``10000 + warmstart_seed``
-PAIR_DEMO = Affine(stride=1, offset=10_000)
-#: two-agent evaluation: env seeds and sampling generator at ``50000 + seed``
-PAIR_EVAL_OFFSET = 50_000
-#: two-agent update ``k``: env seeds from ``1000 (k + 1) + seed``
-PAIR_UPDATE = Affine(stride=1_000, offset=1_000)
 #: critic_probe: task index of rollout ``i`` of sample seed ``s``: ``7919 s + i`` (mod train tasks)
 PROBE_TASKS = Affine(stride=7_919)
 
@@ -68,5 +65,5 @@ def seed_eval_seed(seed: int) -> int:
     return EVAL(seed)
 
 
-__all__ = ["DEMO", "EVAL", "PAIR_DEMO", "PAIR_EVAL_OFFSET", "PAIR_UPDATE", "PROBE_TASKS", "Affine", "Stream",
+__all__ = ["DEMO", "EVAL", "PROBE_TASKS", "Affine", "Stream",
            "mix_seed", "seed_eval_seed", "stream_seed"]

@@ -33,12 +33,13 @@ from typing import Callable, Iterator
 
 import torch
 
+from algos import metric_keys as mk
 from algos.backend import WORD_LAYOUT, ContextLayout
-from algos.rollout import demo_to_trajectory, evaluate
+from algos.rollout import RolloutRequest, demo_to_trajectory, evaluate
 from envs import scripted_agent
 from envs.episode import run_episode
 from experiments.runtime.bc import behaviour_clone
-from experiments.runtime.build import (compression_kwargs, env_kwargs, eval_engine, make_env, new_policy, policy_layout,
+from experiments.runtime.build import (compression_key, env_kwargs, eval_engine, make_env, new_policy, policy_layout,
                                       policy_shape, start_eval_seed, system_prompt)
 from experiments.runtime.rundir import atomic_save, atomic_write_text, file_lock
 from experiments.runtime.schema import WARMSTART_AGENTS, TrainConfig, fingerprint
@@ -79,7 +80,7 @@ def cache_key(c: TrainConfig) -> str:
     compression, policy shape, action cap, evaluation setup)."""
     w = fingerprint(c.warmstart)
     return start_model_key({
-        "env": c.env.name, "env_id": c.env.id, "env_kwargs": dict(c.env.kwargs), "compression": compression_kwargs(c),
+        "env": c.env.name, "env_id": c.env.id, "env_kwargs": dict(c.env.kwargs), "compression": compression_key(c),
         "shape": policy_identity(c), "warmstart": w, "max_action_tokens": c.rollout.max_action_tokens,
         "eval_temperature": c.eval.temperature, "train_tasks": c.env.train_tasks,
         "eval": [c.eval.split, c.eval.train_split, dict(c.eval.env_kwargs)],
@@ -151,14 +152,21 @@ def policy_identity(c: TrainConfig) -> dict:
     return ident
 
 
+def demo_requests(c: TrainConfig) -> list[RolloutRequest]:
+    """The warm start's ``warmstart.demos`` demonstration episodes (one agent or several): demo
+    ``i`` on train task ``i mod env.train_tasks`` with env seed ``DEMO(warmstart.seed, i)``."""
+    return [RolloutRequest({"task_index": i % c.env.train_tasks, "split": "train"}, DEMO(c.warmstart.seed, i), group_id=i)
+            for i in range(c.warmstart.demos)]
+
+
 def demo_episodes(c: TrainConfig) -> Iterator[tuple]:
-    """The warm start's ``warmstart.demos`` noisy-oracle episodes on train tasks, in order, each as
+    """The warm start's noisy-oracle episodes (:func:`demo_requests`), in order, each as
     :func:`play_demo` returns it (one env, closed at the end)."""
     agent = make_demo_agent(c.env.name, c.warmstart.noise, c.warmstart.agent)
     env = make_env(c)
     try:
-        for i in range(c.warmstart.demos):
-            yield play_demo(env, agent, DEMO(c.warmstart.seed, i), {"task_index": i % c.env.train_tasks, "split": "train"})
+        for req in demo_requests(c):
+            yield play_demo(env, agent, req.seed, req.options)
     finally:
         env.close()
 
@@ -180,7 +188,7 @@ _DEMO_ACTIONS: dict[str, frozenset[str]] = {}
 
 def demo_actions(c: TrainConfig) -> frozenset[str]:
     """Every distinct action text of the warm start's demonstrations (:func:`demo_episodes`)."""
-    key = json.dumps([c.env.id, env_kwargs(c), compression_kwargs(c), c.env.train_tasks, c.warmstart.agent,
+    key = json.dumps([c.env.id, env_kwargs(c), compression_key(c), c.env.train_tasks, c.warmstart.agent,
                       c.warmstart.noise, c.warmstart.demos, c.warmstart.seed], sort_keys=True, default=str)
     if key not in _DEMO_ACTIONS:
         _DEMO_ACTIONS[key] = frozenset(a for episode in demo_episodes(c) for a in episode[1])
@@ -204,7 +212,7 @@ def start_evaluation(c: TrainConfig, model) -> dict:
                   seed=start_eval_seed(c), split=c.eval.split)
     if c.eval.train_split:
         ev.update(evaluate(engine, model, c.warmstart.eval_tasks, c.warmstart.eval_samples_per_task,
-                           c.eval.temperature, seed=start_eval_seed(c), split="train", prefix="eval_train/"))
+                           c.eval.temperature, seed=start_eval_seed(c), split="train", prefix=mk.EVAL_TRAIN))
     engine.close()
     return ev
 
@@ -231,7 +239,7 @@ def build_warmstart(c: TrainConfig, root: Path, verbose: bool = True) -> WarmSta
     path = root / "policy.pt"
     atomic_save({"policy": model.state_dict(), "shape": model.shape.__dict__}, path)
     info = WarmStart(
-        path=str(path.resolve()), key=root.name, start_success=ev["eval/success"], start_eval=ev,
+        path=str(path.resolve()), key=root.name, start_success=ev[mk.EVAL_SUCCESS], start_eval=ev,
         demo_success=demo_success, demos=len(trajs),
         demo_tokens=sum(t.generated_tokens + t.observation_tokens for t in trajs),
         bc_loss_first=losses[0] if losses else None, bc_loss_last=losses[-1] if losses else None,
@@ -256,7 +264,7 @@ class StartModel:
 
     def summary(self) -> dict:
         """The ``start_model/*`` entries of summary.json and the logger config."""
-        return {"start_model/path": self.path, "start_model/success": self.success, **self.extra}
+        return {mk.START_MODEL_PATH: self.path, mk.START_MODEL_SUCCESS: self.success, **self.extra}
 
 
 def start_model(c: TrainConfig) -> StartModel:
@@ -266,10 +274,10 @@ def start_model(c: TrainConfig) -> StartModel:
     if c.policy.init_checkpoint == "warmstart":
         ws = ensure_warmstart(c)
         extra = {}
-        if "eval_train/success" in ws.start_eval:
-            extra["start_model/train_split_success"] = ws.start_eval["eval_train/success"]
-        extra.update({"start_model/" + k.removeprefix("eval/"): v for k, v in ws.start_eval.items()
-                      if k.startswith("eval/family_success/")})
+        if mk.EVAL_TRAIN_SUCCESS in ws.start_eval:
+            extra[mk.START_MODEL_TRAIN_SPLIT_SUCCESS] = ws.start_eval[mk.EVAL_TRAIN_SUCCESS]
+        extra.update({mk.START_MODEL + k.removeprefix(mk.EVAL): v for k, v in ws.start_eval.items()
+                      if k.startswith(mk.prefix(mk.EVAL_FAMILY_SUCCESS))})
         return StartModel(ws.path, ws.start_success, extra)
     if c.policy.init_checkpoint:
         info = Path(c.policy.init_checkpoint).with_name("warmstart.json")

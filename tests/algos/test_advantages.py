@@ -71,25 +71,17 @@ def gae_row_reference(r, v, nv, term, trunc, mask, gamma, lam):
 # ------------------------------------------------------------------ group advantages: numbers
 
 
-def test_group_advantages_document_example_population_std():
+# The source document's group [0, 0, 1, 1] under the population std, the sample std and no division
+# is claims C2 and C4 (tests/claims/test_closed_form.py, through these functions).
+
+
+def test_group_advantages_eps_and_group_stats():
     r = torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=F64)
     ids = torch.zeros(4, dtype=torch.int64)
-    # mean 0.5; population std sqrt(4 * 0.25 / 4) = 0.5; (r - 0.5) / 0.5 = [-1, -1, 1, 1]
-    assert group_advantages(r, ids, eps=0.0).tolist() == [-1.0, -1.0, 1.0, 1.0]
-    # default eps 1e-6: 0.5 / 0.500001 = 0.999998
-    assert torch.allclose(group_advantages(r, ids), torch.tensor([-1, -1, 1, 1], dtype=F64) * 0.5 / 0.500001)
+    # default eps 1e-6 in the denominator: (r - 0.5) / (0.5 + 1e-6), i.e. eps 0's advantages * 0.5 / 0.500001
+    assert torch.allclose(group_advantages(r, ids), group_advantages(r, ids, eps=0.0) * 0.5 / 0.500001)
     mean, std, constant = group_mean_std(r, ids)
     assert mean.tolist() == [0.5] * 4 and std.tolist() == [0.5] * 4 and not constant.any()
-
-
-def test_group_advantages_sample_std_and_no_std():
-    r = torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=F64)
-    ids = torch.zeros(4, dtype=torch.int64)
-    # sample std sqrt(4 * 0.25 / 3) = sqrt(1/3) = 0.57735; 0.5 / 0.57735 = 0.866025
-    expected = torch.tensor([-1, -1, 1, 1], dtype=F64) * 0.8660254037844386
-    assert torch.allclose(group_advantages(r, ids, std="sample", eps=0.0), expected, atol=1e-12)
-    # "none": r - 0.5
-    assert group_advantages(r, ids, std="none").tolist() == [-0.5, -0.5, 0.5, 0.5]
 
 
 def test_group_advantages_noncontiguous_unsorted_ids():
@@ -221,28 +213,21 @@ def test_all_same_group_exactly_zero(value, size, std, eps, dtype):
 # ------------------------------------------------------------------ GAE: numbers
 
 
-def test_gae_document_three_step_example():
+# The source document's 3-step example (lambda 0.5 and 1) and its one-step compression example are
+# claims C15 and C16 (tests/claims/test_closed_form.py, through gae).
+
+
+def test_gae_returns_are_advantages_plus_values():
     r, v, nv = row(0, 0, 1), row(0.9, 0.3, 0.8), row(0.3, 0.8, 0.0)
     term, trunc = flags(False, False, True), flags(False, False, False)
-    # deltas: 0 + 0.3 - 0.9 = -0.6; 0 + 0.8 - 0.3 = 0.5; 1 + 0 - 0.8 = 0.2
-    # lam 0.5: A2 = 0.2; A1 = 0.5 + 0.5 * 0.2 = 0.6; A0 = -0.6 + 0.5 * 0.6 = -0.3
-    adv, ret = gae(r, v, nv, term, trunc, gamma=1.0, lam=0.5)
-    assert torch.allclose(adv, row(-0.3, 0.6, 0.2), atol=1e-12)
-    assert torch.allclose(ret, row(0.6, 0.9, 1.0), atol=1e-12)  # A + V
-    # lam 1: A2 = 0.2; A1 = 0.5 + 0.2 = 0.7; A0 = -0.6 + 0.7 = 0.1 (= 1 - V)
-    adv, ret = gae(r, v, nv, term, trunc, gamma=1.0, lam=1.0)
-    assert torch.allclose(adv, row(0.1, 0.7, 0.2), atol=1e-12)
+    for lam in (0.5, 1.0):
+        adv, ret = gae(r, v, nv, term, trunc, gamma=1.0, lam=lam)
+        assert torch.allclose(ret, adv + v, atol=1e-12)
+    # lam 1, gamma 1, one terminated episode: every target is the full return 0 + 0 + 1
     assert torch.allclose(ret, row(1.0, 1.0, 1.0), atol=1e-12)
-
-
-def test_gae_compression_is_not_termination_one_step():
-    r, v, nv, no = row(0.0), row(0.6), row(0.8), flags(False)
-    # continues: target 0 + 0.9 * 0.8 = 0.72; residual 0.72 - 0.6 = +0.12
-    adv, ret = gae(r, v, nv, no, no, gamma=0.9, lam=0.95)
-    assert math.isclose(adv.item(), 0.12, abs_tol=1e-12) and math.isclose(ret.item(), 0.72, abs_tol=1e-12)
-    # mislabelled terminal: target 0; residual 0 - 0.6 = -0.6
-    adv, ret = gae(r, v, nv, ~no, no, gamma=0.9, lam=0.95)
-    assert math.isclose(adv.item(), -0.6, abs_tol=1e-12) and ret.item() == 0.0
+    # one step flagged terminal: the target is the reward alone, whatever V' is
+    _, ret = gae(row(0.0), row(0.6), row(0.8), flags(True), flags(False), gamma=0.9, lam=0.95)
+    assert ret.item() == 0.0
 
 
 def test_gae_truncation_bootstraps_but_stops_recursion():
@@ -278,7 +263,9 @@ def test_gae_compression_boundary_with_observation_positions():
 def test_gae_accepts_01_numeric_flags_and_mask():
     r, v, nv = row(0, 0, 1), row(0.9, 0.3, 0.8), row(0.3, 0.8, 0.0)
     a, _ = gae(r, v, nv, row(0, 0, 1), row(0, 0, 0), gamma=1.0, lam=0.5, mask=row(1, 1, 1, dtype=torch.int64))
-    assert torch.allclose(a, row(-0.3, 0.6, 0.2), atol=1e-12)
+    # the same as bool flags and no mask (those numbers: claim C15)
+    b, _ = gae(r, v, nv, flags(False, False, True), flags(False, False, False), gamma=1.0, lam=0.5)
+    assert torch.allclose(a, b, atol=1e-12)
 
 
 def test_discounted_returns_numbers():

@@ -1,5 +1,5 @@
 """The Hugging Face policy (``algos.hf_backend``) on a tiny model built offline
-(``algos.hf_tiny``), on CPU float32: token in, token out through the rollout engine on BugFix,
+(``experiments.runtime.hf_tiny``), on CPU float32: token in, token out through the rollout engine on BugFix,
 and across a compression on LongHorizon-v3."""
 
 from __future__ import annotations

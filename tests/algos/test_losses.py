@@ -13,7 +13,6 @@ from algos.losses import (
     AGGREGATION_MODES,
     KL_ESTIMATORS,
     LOG_RATIO_CLAMP,
-    OFF_POLICY_CORRECTIONS,
     RATIO_KINDS,
     aggregate,
     approx_kl,
@@ -36,14 +35,8 @@ def t64(x):
 # ------------------------------------------------------------------ ratios
 
 
-def test_token_and_sequence_ratios_document_example():
-    old, new = t64([[0.5, 0.25, 0.5]]).log(), t64([[0.6, 0.2, 0.6]]).log()
-    # 0.6 / 0.5 = 1.2; 0.2 / 0.25 = 0.8; product 1.2 * 0.8 * 1.2 = 1.152
-    assert torch.allclose(token_ratios(new, old), t64([[1.2, 0.8, 1.2]]), atol=1e-12)
-    mask = torch.ones(1, 3, dtype=torch.bool)
-    assert math.isclose(sequence_ratios(new, old, mask).item(), 1.152, abs_tol=1e-12)
-    # geometric mean 1.152 ** (1/3) = 1.04830...
-    assert math.isclose(sequence_ratios(new, old, mask, length_normalized=True).item(), 1.152 ** (1 / 3), abs_tol=1e-12)
+# The source document's ratios (old [.5, .25, .5], new [.6, .2, .6]: per token, their product and its
+# geometric mean) are claim C1 (tests/claims/test_closed_form.py, through these functions).
 
 
 def test_sequence_ratios_mask_and_empty_rows():
@@ -134,24 +127,15 @@ def test_large_ratio_with_negative_advantage_keeps_ppos_gradient(kind):
     assert new.grad[0, 0].item() > 1e8  # +30, A < 0: PPO pushes the row down, never 0
 
 
-def test_ratio_kinds_and_off_policy_corrections():
+def test_ratio_kinds():
     old = t64([[0.5, 0.25, 0.5]]).log()
     new = t64([[0.6, 0.2, 0.6]]).log()
-    behavior = t64([[0.25, 0.25, 0.1]]).log()
     m = torch.tensor([[True, True, False]])
     # token: 1.2, 0.8 on the mask, exactly 1 off it; sequence: 1.2 * 0.8 = 0.96 on every token;
     # sequence-norm: sqrt(0.96) = 0.979796
     assert torch.allclose(RATIO_KINDS["token"](new, old, m), t64([[1.2, 0.8, 1.0]]))
     assert torch.allclose(RATIO_KINDS["sequence"](new, old, m), t64([[0.96] * 3]))
     assert torch.allclose(RATIO_KINDS["sequence-norm"](new, old, m), t64([[0.96 ** 0.5] * 3]))
-    # decoupled: w = min(pi_old / pi_behavior, cap): 0.5 / 0.25 = 2 -> capped 1.5; 0.25 / 0.25 = 1;
-    # off the mask 1
-    base, w = OFF_POLICY_CORRECTIONS["decoupled"](old, behavior, m, 1.5)
-    assert torch.equal(base, old) and torch.allclose(w, t64([[1.5, 1.0, 1.0]]))
-    base, w = OFF_POLICY_CORRECTIONS["none"](old, behavior, m, 1.5)
-    assert torch.equal(base, old) and w is None
-    base, w = OFF_POLICY_CORRECTIONS["behavior-as-old"](old, behavior, m, 1.5)
-    assert torch.equal(base, behavior) and w is None
 
 
 def test_ratio_bad_arguments():

@@ -10,11 +10,13 @@ import pytest
 import torch
 
 from algos.advantages import gae
-from algos.pair_rollout import PairEpisode, PairRolloutEngine, PairTrajectory, agent_trajectories, pair_requests
+import envs
+from algos.pair_rollout import PairEpisode, PairTrajectory, agent_trajectories
 from algos.policy import PolicyModel, PolicyShape, ValueModel, token_logprobs
 from algos.decisions import gae_layout
 from algos.ppo_ctde import CentralCriticPPOTrainer, PairLearner, joint_inputs, pair_rollout_metrics
 from algos.registry import make_trainer
+from algos.rollout import RolloutEngine, make_requests
 from envs.pairfix.agents import PairOracle
 from envs.tokenizer import get_tokenizer
 from experiments.claims.common import pair_claims_config
@@ -41,10 +43,16 @@ def _algo(**kw):
     return pair_algo_config(pair_claims_config(overrides=[f"algo.{k}={v}" for k, v in kw.items()]))
 
 
+def _engine(num_envs):
+    """The rollout engine on PairFix (easy), its multi-agent env built by ``envs.make_multi_agent``."""
+    return RolloutEngine(envs.PAIRFIX_ID, num_envs, MAX_LEN, 12,
+                         make_env=partial(envs.make_multi_agent, envs.PAIRFIX_ID, difficulty="easy"))
+
+
 @pytest.fixture(scope="module")
 def oracle_episodes():
-    eng = PairRolloutEngine(8, MAX_LEN, 12, env_kwargs={"difficulty": "easy"})
-    eps = eng.collect({"a": partial(PairOracle, 0.3), "b": partial(PairOracle, 0.3)}, pair_requests(8, 0))
+    eps = _engine(8).collect({"a": partial(PairOracle, 0.3), "b": partial(PairOracle, 0.3)},
+                             make_requests(8, 1, seed=0, task_indices=list(range(8))))
     for ep in eps:
         for t in ep.trajectories():
             t.temperature = 1.0  # scored by the trainer as samples at temperature 1
@@ -54,19 +62,21 @@ def oracle_episodes():
 def test_collect_returns_one_pair_episode_per_request(oracle_episodes):
     assert len(oracle_episodes) == 8 and all(isinstance(ep, PairEpisode) for ep in oracle_episodes)
     for ep in oracle_episodes:
-        assert ep.agents() == ("a", "b") and ep.trajectories() == (ep.a, ep.b)
-        assert ep.for_agent("a") is ep.a and ep.for_agent("b") is ep.b
-        assert ep.final_info is ep.a.final_info and ep.masked == (ep.a.masked or ep.b.masked)
+        a, b = ep.by_agent["a"], ep.by_agent["b"]
+        assert ep.agents() == ("a", "b") and ep.trajectories() == (a, b)
+        assert ep.for_agent("a") is a and ep.for_agent("b") is b
+        assert ep.final_info is a.final_info and ep.masked == (a.masked or b.masked)
     with pytest.raises(KeyError, match="agent 'c' unknown; allowed: a, b"):
         oracle_episodes[0].for_agent("c")
-    only_b = PairEpisode(a=None, b=oracle_episodes[0].b)
-    assert only_b.agents() == ("b",) and only_b.final_info is oracle_episodes[0].b.final_info
-    assert agent_trajectories([only_b], "a") == [] and agent_trajectories([only_b], "b") == [only_b.b]
+    b0 = oracle_episodes[0].for_agent("b")
+    only_b = PairEpisode({"a": None, "b": b0})
+    assert only_b.agents() == ("b",) and only_b.final_info is b0.final_info
+    assert agent_trajectories([only_b], "a") == [] and agent_trajectories([only_b], "b") == [b0]
 
 
 def test_rollout_records_one_joint_state_per_turn_with_both_contexts(oracle_episodes):
     for ep in oracle_episodes:
-        a, b = ep.a, ep.b
+        a, b = ep.for_agent("a"), ep.for_agent("b")
         assert isinstance(a, PairTrajectory) and a.agent == "a" and b.agent == "b"
         seg_a, seg_b = a.segments[0], b.segments[0]
         assert len(a.joint_points) == len(seg_a.turns) == a.turns
@@ -174,9 +184,9 @@ def test_tiny_end_to_end_update_changes_parameters_and_names_metrics(algo, oracl
 def test_pair_rollout_metrics_hand_counted(oracle_episodes):
     m = pair_rollout_metrics(oracle_episodes)
     n = len(oracle_episodes)
-    wins = sum(ep.a.verified for ep in oracle_episodes)
+    wins = sum(ep.for_agent("a").verified for ep in oracle_episodes)
     assert m["rollout/episodes"] == n and m["rollout/success"] == wins / n
-    sends = sum(ep.a.messages_sent for ep in oracle_episodes)
+    sends = sum(ep.for_agent("a").messages_sent for ep in oracle_episodes)
     assert m["agent_a/rollout/messages_sent"] == sends / n
     # every oracle agent sends exactly one message per episode unless the episode ended first
     assert 0 < sends <= n
@@ -210,8 +220,8 @@ def test_sampled_log_probs_equal_a_teacher_forced_forward_over_each_context():
     row out of step with its context, e.g. a missed observation or the other agent's ids, would
     differ by far more than float rounding)."""
     policy, _ = _models(seed=3)
-    eng = PairRolloutEngine(3, MAX_LEN, 12, env_kwargs={"difficulty": "easy"})
-    episodes = eng.collect({"a": policy, "b": policy}, pair_requests(5, 7), 0, torch.Generator().manual_seed(0))
+    episodes = _engine(3).collect({"a": policy, "b": policy}, make_requests(5, 1, seed=7, task_indices=list(range(5))), 0,
+                                  torch.Generator().manual_seed(0))
     segs = [t.segments[0] for ep in episodes for t in ep.trajectories()]
     assert len(segs) >= 8 and sum(len(s.turns) for s in segs) >= 16  # several turns of both agents
     for seg in segs:
@@ -221,3 +231,21 @@ def test_sampled_log_probs_equal_a_teacher_forced_forward_over_each_context():
             logp, _ = token_logprobs(policy.forward_at(tokens, want)[0], tokens, want)
         stored = torch.tensor(seg.behavior_logp)[want[0]]
         assert torch.allclose(logp[want], stored, atol=1e-4), (logp[want] - stored).abs().max()
+
+
+def test_a_full_context_cuts_every_agent_as_token_budget():
+    """When the next observation of one agent would overflow ``max_len``, both trajectories end
+    as ``token_budget`` (truncated, verified 0) with a joint bootstrap state after the final
+    observation; a window of 96 tokens is far shorter than the oracle pair's episodes."""
+    engine = RolloutEngine(envs.PAIRFIX_ID, 2, 96, 12,
+                           make_env=partial(envs.make_multi_agent, envs.PAIRFIX_ID, difficulty="easy"))
+    episodes = engine.collect({"a": partial(PairOracle, 0.0), "b": partial(PairOracle, 0.0)},
+                              make_requests(2, 1, seed=1, task_indices=[0, 1]))
+    for ep in episodes:
+        trajs = ep.trajectories()
+        assert len(trajs) == 2 and {t.stop_reason for t in trajs} == {"token_budget"}
+        for t in trajs:
+            (seg,) = t.segments
+            assert t.truncated and not t.terminated and t.verified == 0 and len(seg.tokens) <= 96
+            assert seg.end == "truncated" and t.joint_bootstrap[: seg.bootstrap_index + 1] == seg.tokens[: seg.bootstrap_index + 1]
+            assert t.joint_bootstrap[-1] == TOK.sep_id and len(t.joint_points) == t.turns

@@ -1,7 +1,7 @@
 """The trainer registry carries each method's traits and config schema; a trainer's name is
 written once, in its registration.
 
-Traits (critic, agents, step rewards, envs, central critic) and the config schema (``config=``, a
+Traits (critic, agents, step rewards, compression, central critic) and the config schema (``config=``, a
 dataclass next to the trainer) are declared once, at ``@register``; the config checks and the Hydra
 ``algo`` group (``experiments.runtime.schema`` / ``config``), the compare job and the report read
 them through ``trainer_traits`` / ``trainers_with`` / ``config_schemas``. Two source scans: one
@@ -40,7 +40,7 @@ from experiments.compare.job import compare_methods
 from experiments.report.keys import METHODS_WITH_CRITIC
 from experiments.report.pair import PAIR_METHODS
 from experiments.runtime.config import register_configs
-from experiments.runtime.schema import ALGO_SCHEMAS, CRITIC_ALGOS, PAIR_ALGOS
+from experiments.runtime.schema import ALGO_SCHEMAS, CRITIC_ALGOS, PAIR_ALGOS, method_envs
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = ("algos", "envs", "experiments")
@@ -62,8 +62,11 @@ def test_builtin_traits_are_the_registered_ones():
     assert trainers_with(agents=2) == ("ppo_independent", "ppo_ctde")
     assert trainers_with(step_rewards=True) == ("grpo_process",)
     assert trainers_with(central_critic=True) == ("ppo_ctde",)
-    assert trainer_traits("grpo_process").envs == ("bugfix",)
-    assert trainer_traits("ppo_ctde").envs == ("pairfix",)
+    assert trainers_with(compression=True) == ("ppo_segment_terminal",)
+    # the envs come from the env specs: agents, and step rewards paid (BugFix's step_reward_modes)
+    assert method_envs(trainer_traits("grpo_process")) == ("bugfix",)
+    assert method_envs(trainer_traits("ppo_ctde")) == ("pairfix",)
+    assert method_envs(trainer_traits("ppo_segment_terminal")) == ("bugfix", "long_horizon", "long_horizon_v3")
     assert trainer_traits("grpo") == TrainerTraits()
 
 
@@ -88,14 +91,14 @@ def test_a_new_registration_carries_its_traits_everywhere():
     try:
         assert trainer_traits("test_only_critic_method") == TrainerTraits(critic=True)
         assert "test_only_critic_method" in trainers_with(critic=True, agents=1)
-        assert compare_methods()["test_only_critic_method"].envs == ("bugfix", "long_horizon", "long_horizon_v3")
+        assert method_envs(compare_methods()["test_only_critic_method"]) == ("bugfix", "long_horizon", "long_horizon_v3")
     finally:
         unregister("test_only_critic_method")
 
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"agents": 3}, "agents=3 is not a valid trainer trait; allowed: 1, 2"),
-    ({"envs": ()}, "envs=\\(\\) leaves the trainer no env"),
+    ({"compression": True, "agents": 2}, "compression=True needs agents=1"),
     ({"central_critic": True}, "central_critic=True needs critic=True and agents=2"),
 ])
 def test_bad_traits_are_one_line_errors(kwargs, message):

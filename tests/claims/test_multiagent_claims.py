@@ -10,11 +10,12 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from algos.pair_rollout import PairEpisode, pair_requests
+from algos.pair_rollout import PairEpisode
 from experiments.claims.common import pair_claims_config
 from experiments.claims.multiagent import (C22Result, CriticGap, Estimate, Nonstationarity, measure_c22,
                                            message_distribution, paired_tv_bootstrap, ridge_values, total_variation)
-from experiments.runtime.pair import eval_episodes, pair_algo_config, pair_num_envs, pair_updates
+from experiments.runtime.build import rollouts_per_update
+from experiments.runtime.pair import eval_episodes, pair_algo_config, pair_updates
 from experiments.runtime.schema import AlgoConfig
 
 
@@ -45,8 +46,8 @@ def test_total_variation_is_exact_whatever_the_word_order():
 
 
 def test_message_distribution_counts_words_agent_a_received():
-    eps = [PairEpisode(a=_T(["bug yours", "fixed"]), b=_T(["x"])), PairEpisode(a=None, b=_T([])),
-           PairEpisode(a=_T(["fixed"]), b=None)]
+    eps = [PairEpisode({"a": _T(["bug yours", "fixed"]), "b": _T(["x"])}), PairEpisode({"a": None, "b": _T([])}),
+           PairEpisode({"a": _T(["fixed"]), "b": None})]
     assert message_distribution(eps) == Counter(bug=1, yours=1, fixed=2)
     assert message_distribution(eps, "b") == Counter(x=1)
 
@@ -151,12 +152,14 @@ def test_critic_points_share_rows_and_the_own_block():
     # is exactly the local input, and it adds the other agent's block once the other has acted
     from functools import partial
 
-    from algos.pair_rollout import PairRolloutEngine, pair_requests
+    import envs
+    from algos.rollout import RolloutEngine, make_requests
     from envs.pairfix.agents import PairOracle
     from experiments.claims.multiagent import critic_points
 
-    engine = PairRolloutEngine(3, 384, 12, 1.0, {"difficulty": "easy"})
-    eps = engine.collect({a: partial(PairOracle, 0.5) for a in "ab"}, pair_requests(3, 7, task_indices=[0, 1, 2]))
+    engine = RolloutEngine(envs.PAIRFIX_ID, 3, 384, 12, make_env=partial(envs.make_multi_agent, envs.PAIRFIX_ID,
+                                                                         difficulty="easy"))
+    eps = engine.collect({a: partial(PairOracle, 0.5) for a in "ab"}, make_requests(3, 1, seed=7, task_indices=[0, 1, 2]))
     local, g_local, e_local = critic_points(eps, central=False)
     central, g_central, e_central = critic_points(eps, central=True)
     assert len(local) == len(central) > 0
@@ -186,7 +189,7 @@ def _pair_knobs(c) -> dict:
                 env_kwargs=dict(c.env.kwargs), d_model=p.d_model, n_layers=p.n_layers, n_heads=p.n_heads,
                 max_len=p.max_len, mlp_ratio=p.mlp_ratio, max_action_tokens=c.rollout.max_action_tokens,
                 temperature=c.rollout.temperature, train_tasks=c.env.train_tasks, updates=pair_updates(c),
-                episodes_per_update=c.algo.tasks_per_update, num_envs=pair_num_envs(c), demos=w.demos,
+                episodes_per_update=c.algo.tasks_per_update, num_envs=min(c.rollout.num_envs, rollouts_per_update(c)), demos=w.demos,
                 demo_noise=w.noise, bc_epochs=w.epochs, bc_lr=w.lr, eval_episodes=eval_episodes(c),
                 eval_split=c.eval.split, eval_temperature=c.eval.temperature, seed=c.seed, warmstart_seed=w.seed)
 
@@ -195,17 +198,13 @@ def _pair_knobs(c) -> dict:
 def test_pair_claims_config_reproduces_the_former_pair_defaults(algo):
     import dataclasses
 
-    from algos.pair_rollout import pair_requests
     from experiments.claims.common import pair_claims_config
     from experiments.runtime.schema import AlgoConfig
 
     c = pair_claims_config(algo)
     assert _pair_knobs(c) == {**CLAIMS_PAIR_KNOBS, "algo": algo}
-    # eval.tasks=24 x 1 sample: evaluate_pair sends task i with seed s + i for episode i, the
-    # same requests as one task per episode over indices 0..23
-    assert c.eval.tasks == 24
-    same = [(r.options, r.seed, r.group_id) for r in pair_requests(24, 50_000, "heldout", None)]
-    assert [(r.options, r.seed, r.group_id) for r in pair_requests(24, 50_000, "heldout", list(range(24)))] == same
+    # eval.tasks=24 x 1 sample: one episode on each held-out task 0..23 (algos.rollout.evaluation_rollouts)
+    assert (c.eval.tasks, c.eval.samples_per_task) == (24, 1)
     # the algo config the pair trainers get (they do not read tasks_per_update: it is the
     # episodes per update, set on the config, not the trainer's)
     pinned = AlgoConfig(name=algo, group_size=1, **CLAIMS_ALGO_FIELDS)

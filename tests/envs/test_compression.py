@@ -15,6 +15,7 @@ from envs.compression import (
     MASK_PLACEHOLDER,
     STRATEGIES,
     SUMMARY_FIELDS,
+    CompressionSettings,
     ContextCompression,
     get_strategy,
 )
@@ -88,9 +89,31 @@ def test_registry_and_argument_validation():
 
 def test_envs_make_wraps_only_for_a_compressing_strategy():
     assert not isinstance(envs.make(LH, compression={"strategy": "none"}), ContextCompression)
+    assert not isinstance(envs.make(LH, compression=CompressionSettings()), ContextCompression)
     env = envs.make(LH, compression={"strategy": "recent", "keep_last": 3}, n_stages=4)
     assert isinstance(env, ContextCompression) and env.keep_last == 3
     assert env.unwrapped.n_stages == 4
+    settings = CompressionSettings(strategy="recent", keep_last=3)
+    assert envs.make(LH, compression=settings).settings is settings
+    with pytest.raises(TypeError, match="keep_lats"):  # a misspelt knob in the dict form
+        envs.make(LH, compression={"strategy": "recent", "keep_lats": 3})
+
+
+def test_the_settings_and_the_keyword_form_build_the_same_wrapper():
+    settings = CompressionSettings(strategy="structured_summary", trigger="turns", every_turns=2, drop_prob=0.5)
+    by_settings = ContextCompression(gym.make(LH), settings)
+    by_knobs = ContextCompression(gym.make(LH), strategy="structured_summary", trigger="turns", every_turns=2,
+                                  drop_prob=0.5)
+    # the recorded constructor kwargs (gymnasium's spec of the wrapper) are the settings' fields
+    assert by_settings._saved_kwargs == by_knobs._saved_kwargs == {
+        "strategy": "structured_summary", "trigger": "turns", "budget_tokens": 256, "budget_fraction": 0.8,
+        "every_turns": 2, "keep_last": 2, "max_compactions": 8, "drop_prob": 0.5}
+    assert by_knobs.settings == settings
+    agent = OracleAgent()
+    runs = [run_episode(env, agent, seed=3, options={"task_index": 1, "split": "train"}) for env in (by_settings, by_knobs)]
+    assert runs[0].observations == runs[1].observations and runs[0].rewards == runs[1].rewards
+    with pytest.raises(TypeError, match="settings or knobs, not both"):
+        ContextCompression(gym.make(LH), settings, keep_last=3)
 
 
 @pytest.mark.parametrize("env_id", CHECKED_IDS)

@@ -21,10 +21,10 @@ import pytest
 import yaml
 
 import envs
-from algos.registry import PAIR_AGENT_ENVS, SINGLE_AGENT_ENVS
+from algos.registry import TrainerTraits
 from envs.spec import EnvSpec, resolve
 from experiments.compare.job import TINY_OVERRIDES_BY_AGENTS, TINY_OVERRIDES_BY_ENV
-from experiments.runtime.schema import ENV_NAMES, PAIR_ENVS, EnvConfig
+from experiments.runtime.schema import ENV_NAMES, PAIR_ENVS, EnvConfig, method_envs
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = ("algos", "envs", "experiments")
@@ -86,6 +86,7 @@ def test_an_env_without_scripted_agents_is_one_line_naming_the_envs_with_them():
     ({"agents": 3}, r"EnvSpec 'x': agents=3 invalid; allowed: 1, 2"),
     ({"entry_point": "envs.x.X"}, r"EnvSpec 'x': entry_point='envs.x.X' invalid; allowed: 'module:attr'"),
     ({"scripted_agents": "envs.x"}, r"EnvSpec 'x': scripted_agents='envs.x' invalid; allowed: 'module:attr'"),
+    ({"step_reward_modes": "process"}, r"EnvSpec 'x': step_reward_modes='process' invalid; allowed: a tuple"),
 ])
 def test_a_bad_spec_is_a_one_line_error(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -106,11 +107,30 @@ def test_scripted_agents_and_floors_resolve(spec):
     assert floors and all(envs.scripted_agent(spec.id, a) is not None for a in floors)
 
 
+@pytest.mark.parametrize("spec", [s for s in envs.SPECS if s.agents == 1], ids=lambda s: s.name)
+def test_step_reward_modes_are_the_modes_that_pay_before_the_end(spec):
+    """The oracle's episode pays a non-zero reward before its last step exactly under the spec's
+    ``step_reward_modes`` (every other ``reward_mode``, or the env's default, pays only at the end)."""
+    from envs.episode import run_episode
+
+    def pays_early(**kwargs) -> bool:
+        env = envs.make(spec.id, **kwargs)
+        rewards = run_episode(env, envs.scripted_agent(spec.name, spec.oracle), seed=0).rewards
+        return any(r != 0 for r in rewards[:-1])
+
+    kwargs = {"faults": False} if spec.default_difficulty is not None else {}
+    assert not pays_early(**kwargs)
+    for mode in spec.step_reward_modes:
+        assert pays_early(reward_mode=mode, **kwargs), mode
+
+
 def test_the_consumers_read_the_specs():
     names = tuple(s.name for s in envs.SPECS)
     assert ENV_NAMES == names
-    assert PAIR_ENVS == PAIR_AGENT_ENVS == tuple(s.name for s in envs.SPECS if s.agents == 2)
-    assert SINGLE_AGENT_ENVS == tuple(s.name for s in envs.SPECS if s.agents == 1)
+    assert PAIR_ENVS == method_envs(TrainerTraits(agents=2)) == tuple(s.name for s in envs.SPECS if s.agents == 2)
+    assert method_envs(TrainerTraits()) == tuple(s.name for s in envs.SPECS if s.agents == 1)
+    assert method_envs(TrainerTraits(step_rewards=True)) == tuple(s.name for s in envs.SPECS
+                                                                   if s.agents == 1 and s.step_reward_modes)
     assert envs.ENV_IDS == tuple(s.id for s in envs.SPECS if s.agents == 1)
     assert set(envs.MULTI_AGENT_ENVS) == {s.id for s in envs.SPECS if s.agents == 2}
     assert TINY_OVERRIDES_BY_ENV == {s.name: TINY_OVERRIDES_BY_AGENTS[s.agents] for s in envs.SPECS}

@@ -142,6 +142,19 @@ def test_resume_equals_the_uninterrupted_run(full_run, hf_model_dir, ws_cache, t
     assert any(not torch.equal(tb[k], start[k]) for k in tb if "lora_" in k)  # the adapters trained
 
 
+@pytest.mark.slow
+def test_a_lora_runs_last_checkpoint_starts_another_run(full_run, hf_model_dir, tmp_path):
+    """``policy.init_checkpoint=<a LoRA run's last.pt>``: its trainable tensors load onto the rebuilt
+    base exactly (a copy, no arithmetic), the frozen entries stay the base's."""
+    last = Path(full_run) / "checkpoints" / "last.pt"
+    c = lora_config(hf_model_dir, tmp_path / "next", tmp_path / "ws", f"policy.init_checkpoint={last}")
+    policy, _, _ = build_policy(c, str(last))
+    saved, own = load_checkpoint(full_run)["policy"]["tensors"], policy.state_dict()
+    assert len(saved) == TRAINABLE_TENSORS
+    for k, t in saved.items():
+        assert torch.equal(own[k], t), k
+
+
 def _lora_policy(hf_model_dir, tmp_path):
     c = lora_config(hf_model_dir, tmp_path / "run", tmp_path / "ws", "policy.init_checkpoint=")
     policy, _, _ = build_policy(c)

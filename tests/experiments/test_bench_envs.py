@@ -28,7 +28,7 @@ def test_bench_envs_cli_prints_the_ratio_within_target():
     lines = out.strip().split("\n")
     assert "FrozenLake-v1" in lines[0] and "median over repeats" in lines[0]
     assert lines[1].split()[:3] == ["env", "driver", "steps/s"] and "ratio" in lines[1]
-    m = re.match(r"^agentrl/BugFix-v2\s+noisy_oracle_driver\s+(\d+)\s+(\d+)\s+(\d+\.\d+)x\s+<= 5x (ok|OVER)$", lines[3])
+    m = re.match(r"^agentrl/BugFix-v2\s+noisy_oracle_driver\s+(\d+)\s+(\d+)\s+(\d+\.\d+)x\s+<= 8x (ok|OVER)$", lines[3])
     assert m, lines[3]
     env_rate, base_rate, ratio = int(m[1]), int(m[2]), float(m[3])
     assert env_rate > 0 and base_rate > 0 and ratio > 0

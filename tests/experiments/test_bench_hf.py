@@ -10,9 +10,9 @@ import pytest
 pytest.importorskip("transformers")
 
 from algos.hf_backend import load_layout  # noqa: E402
-from algos.hf_tiny import TinyModelSpec, build_tiny_model_dir  # noqa: E402
 from experiments.bench import hf as bench  # noqa: E402
 from experiments.runtime.config import ACTION_TOKEN_MARGIN  # noqa: E402
+from experiments.runtime.hf_tiny import TinyModelSpec, build_tiny_model_dir  # noqa: E402
 from experiments.runtime.warmstart import demo_actions  # noqa: E402
 
 

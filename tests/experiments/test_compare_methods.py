@@ -13,7 +13,7 @@ import yaml
 import envs
 from entry import run_entry
 from experiments.compare import job as C
-from experiments.runtime.schema import ALGO_SCHEMAS
+from experiments.runtime.schema import ALGO_SCHEMAS, method_envs
 from experiments.report.conclusion import compare_at_matched_budgets
 from experiments.report.load import group_runs, load_runs, method_order
 from experiments.report.markdown import _conclusion_md
@@ -32,7 +32,8 @@ def test_every_compare_method_is_a_registered_trainer_with_a_config():
         assert (ROOT / "configs" / "algo" / f"{name}.yaml").is_file()
         # its envs are env specs (LongHorizon-v1, env long_horizon, has no preset: claims and
         # env=long_horizon runs only), and at least one preset trains on one of them
-        assert set(traits.envs) <= {s.name for s in envs.SPECS} and set(traits.envs) & set(C.PRESET_ENVS.values())
+        runs_on = set(method_envs(traits))
+        assert runs_on <= {s.name for s in envs.SPECS} and runs_on & set(C.PRESET_ENVS.values())
     assert C.registry_methods() == ["grpo", "ppo", "ppo_segment_terminal", "ppo_long", "rloo", "gigpo",
                                     "grpo_process", "ppo_independent", "ppo_ctde", "grouped_value"]
     assert set(C.PRESET_ENVS) == set(C.PRESETS)
@@ -72,6 +73,21 @@ def test_grpo_process_needs_step_rewards_and_a_bugfix_preset():
         C.check_methods(("grpo", "grpo_process"), "horizon", ["+env.kwargs.reward_mode=process"])
     with pytest.raises(C.MethodError, match=r"preset 'small' \(env long_horizon\)"):  # an env= override counts
         C.check_methods(("grpo", "grpo_process"), "small", ["env=long_horizon", "+env.kwargs.reward_mode=process"])
+
+
+def test_ppo_segment_terminal_needs_a_sweep_with_compression():
+    C.check_methods(("ppo", "ppo_segment_terminal"), "horizon")  # the preset's structured_summary
+    C.check_methods(("ppo", "ppo_segment_terminal"), "small", ["compression=recent"])
+    assert (C.PRESET_COMPRESSION["horizon"], C.PRESET_COMPRESSION["small"]) == ("structured_summary", "none")
+    with pytest.raises(C.MethodError, match=r"^--methods: 'ppo_segment_terminal' differs from its base method only at "
+                                            r"compression boundaries but the sweep runs compression=none; add the "
+                                            r"override `-- compression=structured_summary`"):
+        C.check_methods(("ppo", "ppo_segment_terminal"), "small")
+    with pytest.raises(C.MethodError, match="runs compression=none"):  # a compression= override counts
+        C.check_methods(("ppo", "ppo_segment_terminal"), "horizon", ["compression=none"])
+    with pytest.raises(C.MethodError, match=r"does not run on preset 'pairfix' \(env pairfix\); ppo_segment_terminal "
+                                            r"runs on env bugfix, long_horizon, long_horizon_v3$"):
+        C.check_methods(("ppo_segment_terminal", "ppo"), "pairfix")
 
 
 def test_sweep_command_adds_the_algo_sweep_only_for_other_methods(tmp_path):
@@ -114,12 +130,15 @@ def test_presets_and_their_envs_are_read_from_the_experiment_files():
             assert set(C.PRESET_METHODS[preset]) == set(str(cfg.hydra.sweeper.params.algo).split(",")), preset
 
 
-def test_preset_env_follows_the_included_experiments(tmp_path):
-    (tmp_path / "base.yaml").write_text("defaults:\n  - override /env: long_horizon\n")
-    (tmp_path / "a.yaml").write_text("defaults:\n  - base\n  - _self_\n")
-    (tmp_path / "b.yaml").write_text("defaults:\n  - base\n  - override /env: pairfix\n")
-    (tmp_path / "c.yaml").write_text("x: 1\n")
-    assert [C.experiment_env(e, tmp_path) for e in "abc"] == ["long_horizon", "pairfix", None]
+def test_a_preset_is_read_from_its_composed_config():
+    # compare_smollm2 includes compare_base and bugfix_tutorial_tasks and overrides /policy: the
+    # env comes from config.yaml's defaults (bugfix), the algo sweep from compare_base (ppo,grpo,
+    # baseline first: grpo, ppo); compare_horizon overrides /env and /compression itself
+    assert C.read_preset("compare_smollm2") == C.Preset("compare_smollm2", "bugfix", "none", ("grpo", "ppo"))
+    assert C.read_preset("compare_horizon") == C.Preset("compare_horizon", "long_horizon_v3", "structured_summary",
+                                                        ("grpo", "ppo", "gigpo"))
+    assert C.PRESET_COMPRESSION == {"small": "none", "bugfix": "none", "horizon": "structured_summary",
+                                    "pairfix": "none", "smollm2": "none"}
 
 
 def test_main_rejects_bad_methods_before_any_compute(monkeypatch, capsys):

@@ -1,4 +1,4 @@
-"""experiments.compare.run_sweep stops the WHOLE sweep on SIGTERM / Ctrl-C: the launcher's worker
+"""experiments.compare.supervise.run_sweep stops the WHOLE sweep on SIGTERM / Ctrl-C: the launcher's worker
 processes too (a loky worker left running held the warm-start lock and stalled the next demo)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ SWEEP = ("import subprocess, sys, time; "
 # the compare process as started from a terminal: Ctrl-C raises KeyboardInterrupt. (A shell's
 # background job inherits SIGINT ignored, and Python then installs no handler of its own; the test
 # must not depend on how the suite itself was launched.)
-DRIVER = ("import signal, sys; from pathlib import Path; from experiments.compare.job import run_sweep; "
+DRIVER = ("import signal, sys; from pathlib import Path; from experiments.compare.supervise import run_sweep; "
           "signal.signal(signal.SIGINT, signal.default_int_handler); "
           f"sys.exit(run_sweep([sys.executable, '-c', {SWEEP!r}], Path(sys.argv[1])))")
 

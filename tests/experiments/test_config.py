@@ -113,6 +113,22 @@ def test_option_yaml_states_only_what_differs_from_the_schema():
     assert checked >= 17
 
 
+def test_the_compression_group_is_the_wrappers_settings():
+    """One declaration of the compression knobs: the ``compression`` group's schema adds no field to
+    ``envs.compression.CompressionSettings`` (the wrapper's), and a composed config's group is one."""
+    from dataclasses import fields
+
+    from envs.compression import CompressionSettings
+    from experiments.runtime.schema import CompressionConfig
+
+    assert issubclass(CompressionConfig, CompressionSettings) and "__annotations__" not in vars(CompressionConfig)
+    assert [(f.name, f.default) for f in fields(CompressionConfig)] == [(f.name, f.default) for f in fields(CompressionSettings)]
+    register_configs()
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        c = validate(compose(config_name="config", overrides=["compression=recent", "compression.keep_last=3"]))
+    assert isinstance(c.compression, CompressionSettings) and (c.compression.strategy, c.compression.keep_last) == ("recent", 3)
+
+
 # the presets select the project's joblib launcher file, which shadows the plugin's schema on purpose
 @pytest.mark.filterwarnings("ignore:\\s*'hydra/launcher/\\w+' is validated against ConfigStore:UserWarning")
 @pytest.mark.parametrize("preset", ["compare_small", "compare_bugfix", "compare_horizon", "compare_smollm2"])

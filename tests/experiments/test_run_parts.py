@@ -132,17 +132,22 @@ def test_validate_reruns_field_checks_on_a_mutated_object():
 
 
 def test_build_kwargs_and_requests_are_functions_of_the_config():
-    from experiments.runtime.build import compression_kwargs, env_kwargs, policy_shape, rollouts_per_update, update_requests
+    from experiments.runtime.build import (compression_key, compression_settings, env_kwargs, policy_shape, rollouts_per_update,
+                                           update_requests)
 
     c = TrainConfig(algo=GrpoConfig(group_size=4, tasks_per_update=3))
     c.env.kwargs = {"difficulty": "easy"}
     c.eval.env_kwargs = {"timeout_prob": 0.1}
     assert env_kwargs(c) == {"difficulty": "easy"}
     assert env_kwargs(c, evaluation=True) == {"difficulty": "easy", "timeout_prob": 0.1}
-    assert compression_kwargs(c) is None  # strategy none: no wrapper
+    assert compression_settings(c) is None and compression_key(c) is None  # strategy none: no wrapper
     c.compression.strategy = "recent"
-    comp = compression_kwargs(c)
-    assert comp["strategy"] == "recent" and comp["keep_last"] == 2 and "every_turns" not in comp
+    assert compression_settings(c) is c.compression  # the wrapper reads the config group itself
+    # the cache keys' form: every field but an unset every_turns
+    assert compression_key(c) == {"strategy": "recent", "trigger": "tokens", "budget_tokens": 256, "budget_fraction": 0.8,
+                                  "keep_last": 2, "max_compactions": 8, "drop_prob": 0.0}
+    c.compression.trigger, c.compression.every_turns = "turns", 3
+    assert compression_key(c)["every_turns"] == 3
     assert policy_shape(c, critic="head").critic == "head" and policy_shape(c).d_model == c.policy.d_model
     assert rollouts_per_update(c) == 12  # 3 tasks x G=4
     reqs = update_requests(c, 5)

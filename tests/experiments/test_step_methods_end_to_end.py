@@ -10,6 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from algos.metric_keys import undeclared
 from experiments.runtime.config import register_configs, validate
 from experiments.runtime.loop import run
 
@@ -37,6 +38,7 @@ def test_step_method_trains_end_to_end(tmp_path, algo, env):
     assert summary["compute/rollouts"] == 32 and [r["update"] for r in rows] == [1, 2]
     assert all(r["algo"] == algo and r["train/grad_norm"] >= 0 for r in rows)
     assert 0.0 <= summary["eval/success"] <= 1.0
+    assert undeclared([*summary, *(k for r in rows for k in r)]) == []  # the metric contract knows every key
     if algo in ("gigpo", "grouped_value"):
         # the envs emit info["state_key"]: the reset state is shared by every member of a group,
         # so step groups exist (4 groups' reset steps at least) and the hit rate is above 0

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from algos.metric_keys import undeclared
 from entry import run_entry
 from experiments.runtime.loop import KILL_AFTER_UPDATE_ENV
 
@@ -80,6 +81,8 @@ def test_train_writes_run_directory(tmp_path, ws_cache, algo):
                 "start_model/success"):
         assert key in summary, key
     assert Path(summary["start_model/path"]).exists()
+    # every namespaced key the run wrote is declared in the metric contract (algos/metric_keys.py)
+    assert undeclared([*summary, *(k for r in rows for k in r)]) == []
     config = (run_dir / "config.yaml").read_text()
     assert f"name: {algo}" in config
     # the final evaluation leaves transcripts to look at: each a real held-out episode, its outcome

@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
+from algos.metric_keys import undeclared
 from entry import run_entry
 from experiments.runtime.config import register_configs, validate
 from experiments.runtime.schema import ConfigError, is_pair_run
-from experiments.runtime.pair import (check_pair_run, eval_episodes, pair_algo_config, pair_num_envs, pair_updates,
-                                      shapes)
+from experiments.runtime.build import policy_shape, train_engine
+from experiments.runtime.pair import check_pair_run, critic_shape, eval_episodes, pair_algo_config, pair_updates
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = str(ROOT / "configs")
@@ -32,7 +33,7 @@ def test_pairfix_composes_and_the_pair_run_reads_it(algo):
     assert pair_updates(c) == 7 and c.algo.tasks_per_update == 16 and c.algo.name == algo
     # eval: 40 tasks x 2 samples (configs/eval/default) = 80 episodes over task indices 0..39
     assert eval_episodes(c) == 80 and c.eval.tasks == 40 and c.eval.split == "heldout"
-    policy, critic = shapes(c)
+    policy, critic = policy_shape(c), critic_shape(c)
     # policy=tiny: max_len 512; the centralized critic reads own + other + 2 separators: 2 * 512 + 2
     assert policy.max_len == 512 and critic.max_len == (1026 if algo == "ppo_ctde" else 512)
     algo_config = pair_algo_config(c)
@@ -121,6 +122,7 @@ def test_pair_training_end_to_end(tmp_path, monkeypatch, capsys, algo, extra):
         assert (f"agent_{agent}/train/policy_loss" in rows[0]) == (agent in trained)
     assert summary["algo"] == algo and summary["updates"] == 2 and summary["eval/episodes"] == 2
     assert summary["critic"] == ("central" if algo == "ppo_ctde" else "local")
+    assert undeclared([*summary, *(k for r in rows for k in r)]) == []  # the metric contract knows every key
     assert (run / "wandb").exists() == (extra[0] == "logger=wandb")
     assert list((tmp_path / "ws").glob("*/policy_a.pt"))  # the pair warm start was cached
     if algo == "ppo_ctde":
@@ -174,8 +176,12 @@ def test_the_pair_run_refuses_a_one_agent_config_and_derives_its_sizes():
     assert str(e.value) == "env.name='bugfix' is not a two-agent env: a pair run needs env in pairfix"
     c = validate(cfg("algo=ppo_ctde", "env=pairfix"))
     # budget.amount=1024 pair episodes at tasks_per_update 8 (AlgoConfig default): 128 updates;
-    # num_envs = min(rollout.num_envs 64, 8) = 8; d_model 64 (policy=tiny = PolicyConfig default)
-    assert (pair_updates(c), c.algo.tasks_per_update, pair_num_envs(c), c.policy.d_model) == (128, 8, 8, 64)
+    # the one training engine: num_envs = min(rollout.num_envs 64, 8 x group_size 1) = 8, its agents the
+    # env's; d_model 64 (policy=tiny = PolicyConfig default)
+    engine = train_engine(c)
+    assert (pair_updates(c), c.algo.tasks_per_update, engine.num_envs, c.policy.d_model) == (128, 8, 8, 64)
+    assert engine.agents == ("a", "b")
+    engine.close()
 
 
 @pytest.mark.slow

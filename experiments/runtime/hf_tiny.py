@@ -8,8 +8,8 @@ template's markers, with the ChatML-like template ``CHAT_TEMPLATE``
 (prefix-preserving over turns; ``<|im_end|>`` ends every turn and is the end-of-turn token the
 model samples). Byte-level BPE encodes any text, so an observation never fails to encode.
 
-torch / transformers / tokenizers are imported inside the functions: ``import algos`` stays free
-of them.
+torch / transformers / tokenizers are imported inside the functions: importing this module
+stays free of them. The command line: ``python -m experiments.hf_tiny --out DIR``.
 """
 
 from __future__ import annotations
