@@ -21,7 +21,10 @@ worker processes: that one runs as a subprocess (``sys.executable``).
   ``--preset pairfix`` in tests/experiments/test_compare_pairfix.py, ``--horizons`` in
   tests/experiments/test_compare_horizons.py, which also runs ``experiments.report.horizons`` on
   fixture sweeps, ``--check-probs`` (the map) in tests/experiments/test_compare_map.py, and
-  ``experiments.report.map`` on fixture cells in tests/experiments/test_report_map.py); ``experiments.report.ablation``: run on fixture sweeps by
+  ``experiments.report.map`` on fixture cells in tests/experiments/test_report_map.py, ``--off-policy``
+  (the off-policy map) in tests/experiments/test_compare_offpolicy.py, and
+  ``experiments.report.offpolicy`` on fixture cells in tests/experiments/test_report_offpolicy.py);
+  ``experiments.report.ablation``: run on fixture sweeps by
   tests/experiments/test_report_ablation.py;
 - ``experiments.warmstart``: ``experiment=tiny``;
   ``experiments.calibrate``: ``--episodes 5`` (in place of any ``--episodes N``; without the band
@@ -31,6 +34,7 @@ worker processes: that one runs as a subprocess (``sys.executable``).
   ``experiments.value_ceiling``: run on a 2-update learn_tiny PPO run by
   tests/experiments/test_value_ceiling.py;
 - ``experiments.bench envs``: ``--steps 300 --repeats 1``; ``experiments.bench train``: ``--quick``;
+  ``experiments.bench async``: ``--quick --repeats 1``;
   ``experiments.bench hf``: 2 rows, 4 new tokens, 2 turns of 2 tokens, 1 repeat;
   ``experiments.bench gpu``: its dry run by tests/experiments/test_bench_gpu.py;
 - ``experiments.hf_tiny``: as written (seconds); a run with ``policy.path=models/hf-tiny``: run at
@@ -166,6 +170,12 @@ def tiny_case(cmd: str) -> Case:
         return Case(exe + args, covered_by="tests/experiments/test_compare_map.py")
     if module == "experiments.report.map":
         return Case(exe + args, covered_by="tests/experiments/test_report_map.py")
+    if module == "experiments.compare" and "--off-policy" in args:
+        # one sweep per (horizon, staleness x sampler dtype x correction) cell, then offpolicy.md: a
+        # two-cell grid at --tiny (the baseline and one asynchronous cell) by its own test
+        return Case(exe + args, covered_by="tests/experiments/test_compare_offpolicy.py")
+    if module == "experiments.report.offpolicy":
+        return Case(exe + args, covered_by="tests/experiments/test_report_offpolicy.py")
     if module == "experiments.compare" and "--horizons" in args:
         # one sweep per horizon: run at --tiny (two horizons, two methods) by its own end-to-end test
         return Case(exe + args, covered_by="tests/experiments/test_compare_horizons.py")
@@ -221,6 +231,9 @@ def tiny_case(cmd: str) -> Case:
         return Case(exe + args + ["--steps", "300", "--repeats", "1"], env)
     if module == "experiments.bench" and args == ["train"]:
         return Case(exe + args + ["--quick"], env)
+    if module == "experiments.bench" and args[:1] == ["async"]:
+        # a tiny PPO run per mode, once (its subprocesses are real: the sampler is a process)
+        return Case(exe + args + ["--quick", "--repeats", "1"], env)
     if module == "experiments.bench" and args[:1] == ["e2e"]:
         # `--quick --no-baseline --no-bound` on a tiny policy and warm start (the learn preset's own
         # 3000-demo warm start would cost minutes on a fresh clone): that test's

@@ -12,7 +12,7 @@ the trainer's mean wait for a batch and the sampler's mean wait for weights; the
 async (above 1: async is faster). Each run is a ``python -m experiments.train`` subprocess with one
 torch thread (the sampler process takes one more), in a temporary run directory.
 
-The default run is the horizon preset at 8 decisions (GRPO, 512 rollouts: 8 updates, evaluation
+The default run is the horizon preset at 8 decisions (GRPO, its 2048 rollouts: 32 updates, evaluation
 only at the end, the map's 4000-demo warm start); ``--quick`` is a tiny PPO run for tests.
 """
 
@@ -31,7 +31,7 @@ from algos import metric_keys as mk
 from experiments.runtime.loop import KILL_AFTER_UPDATE_ENV
 
 DEFAULT_RUN = ("experiment=compare_horizon", "env.kwargs.n_stages=8", "warmstart.demos=4000", "algo=grpo",
-               "budget.amount=512", "eval.every=0", "eval.tasks=40")
+               "budget.amount=2048", "eval.every=0", "eval.tasks=40")
 QUICK_RUN = ("experiment=tiny", "env=bugfix", "algo=ppo", "budget.amount=40", "algo.tasks_per_update=8", "eval.every=0")
 MODES = ("sync", "async")
 WALL_KEYS = (mk.COMPUTE_WALL_SECONDS, mk.ROLLOUT_COLLECT_SECONDS, mk.ROLLOUT_GENERATED_TOKENS_PER_SECOND,

@@ -9,6 +9,7 @@
     python -m experiments.compare --preset pairfix      # two agents: PPO_CTDE - PPO_INDEPENDENT
     python -m experiments.compare --preset horizon --horizons 8,32,64    # one sweep per horizon + horizons.md
     python -m experiments.compare --preset horizon --horizons 8,32,64 --check-probs 0,0.5,1   # the map + map.md
+    python -m experiments.compare --preset horizon --horizons 8,32 --off-policy   # staleness x sampler x correction
     python -m experiments.compare --seeds 0,1 -- budget.amount=512 eval.tasks=8   # extra overrides
     python -m experiments.compare --tiny                # seconds: seed 0, tiny model/budget (a smoke test)
                                                         #   (jobs one after another: Hydra's basic launcher)
@@ -68,6 +69,8 @@ from algos.registry import TrainerTraits, load_builtin_trainers, trainer_traits
 from experiments.compare.horizons import HorizonError, horizon_dir, horizon_overrides, parse_horizons, run_horizons
 from experiments.compare.map import (TINY_CEILING_ARGS, MapError, cell_dir, check_prob_override, map_cells, parse_check_probs, render_map,
                                      run_ceiling, run_map)
+from experiments.compare.offpolicy import (OffPolicyError, cell_dir as offpolicy_dir, cell_jobs, offpolicy_cells,
+                                           parse_off_policy, render_offpolicy, run_offpolicy)
 from experiments.compare.supervise import run_sweep
 from experiments.report import DIAG_COLUMNS, ReportError, diagnostics_table, group_runs, render_report, report_tables
 from experiments.runtime.config import CONFIG_DIR, compose_config
@@ -402,6 +405,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="with --horizons: comma-separated env.kwargs.check_prob values (e.g. 0,0.5,1): one sweep per "
                         "(horizon, check_prob) cell in SWEEP_DIR/p<p>/n<h>, each cell's EV*, then map.md and the heat "
                         "maps (experiments/compare/map.py)")
+    p.add_argument("--off-policy", default=None, nargs="*", metavar="KEY=V1,V2",
+                   help="with --horizons: one sweep per (horizon, staleness x sampler dtype x correction) cell in "
+                        "SWEEP_DIR/offpolicy/n<h>/k<k>-<dtype>-<correction>, then offpolicy.md and a figure per horizon; "
+                        "alone the grid staleness=0,1,2,4 sampler_dtype=float32,bfloat16 "
+                        "correction=none,decoupled,token-mask, narrowed by such items (experiments/compare/offpolicy.py)")
     p.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run (after --)")
     return p.parse_args(argv)
 
@@ -414,7 +422,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         tiny = tiny_overrides(args.preset, args.overrides) if args.tiny else ()
         horizons = parse_horizons(args.horizons, args.preset) if args.horizons else ()
         check_probs = parse_check_probs(args.check_probs, horizons) if args.check_probs is not None else ()
-    except (MethodError, HorizonError, MapError) as e:
+        settings = (parse_off_policy(args.off_policy, horizons, check_probs, args.launcher, args.overrides)
+                    if args.off_policy is not None else ())
+    except (MethodError, HorizonError, MapError, OffPolicyError) as e:
         print(f"compare: {e}", file=sys.stderr)
         return 2
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else ([0] if args.tiny else None)
@@ -428,6 +438,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     def one_horizon(sub: Path, h: int, *cell: str) -> int:
         extra = horizon_overrides(h, args.overrides, args.tiny)
         return sweep_and_report(args, methods, seeds, sub, group, launcher, [*overrides, *cell, *extra])
+    if settings:
+        def one_cell(sub: Path, h: int, s) -> int:
+            cell_args = argparse.Namespace(**{**vars(args), "jobs": cell_jobs(s, launcher, args.jobs)})
+            extra = horizon_overrides(h, args.overrides, args.tiny)
+            return sweep_and_report(cell_args, methods, seeds, sub, group, launcher, [*overrides, *s.overrides(), *extra])
+        cells = offpolicy_cells(horizons, settings)
+        if args.dry_run:
+            return max(one_cell(offpolicy_dir(sweep_dir, h, s), h, s) for h, s in cells)
+        return run_offpolicy(cells, sweep_dir, one_cell) or render_offpolicy(sweep_dir, methods)
     if check_probs:
         cells = map_cells(horizons, check_probs)
         if args.dry_run:
