@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tqdm import tqdm
-
+from experiments.compare.cells import run_cells
 from experiments.report.map import CEILING_FILE as VALUE_CEILING_FILE
 from experiments.report.map import CHECK_PROB_KEY
 
@@ -86,25 +84,10 @@ def ceiling_command(cell: Path, extra: Sequence[str] = (), python: str = sys.exe
 
 def run_map(cells: Sequence[tuple[int, float]], sweep_dir: Path, run_cell: Callable[[Path, int, float], int],
             ceiling: Callable[[Path], int]) -> int:
-    """Run ``run_cell(dir, horizon, check_prob) -> exit code`` and then ``ceiling(dir)`` per cell,
-    with a progress bar and the time left; the first failing cell's code (later cells not started)."""
-    weights = [h + 2 for h, _ in cells]
-    spent, done_weight = 0.0, 0
-    with tqdm(total=sum(weights), desc="map", unit="turn", file=sys.stderr, disable=None) as bar:
-        for (h, p), w in zip(cells, weights):
-            sub = cell_dir(sweep_dir, p, h)
-            print(f"\n== map cell: {h} decisions, check_prob {prob_text(p)}: {sub}", flush=True)
-            t0 = time.perf_counter()
-            code = run_cell(sub, h, p) or ceiling(sub)
-            if code != 0:
-                return code
-            spent += time.perf_counter() - t0
-            done_weight += w
-            bar.update(w)
-            left = spent / done_weight * (sum(weights) - done_weight)
-            print(f"map: {done_weight}/{sum(weights)} turn-weighted cells done; about {left / 60:.0f} min left at "
-                  f"this invocation's pace", file=sys.stderr, flush=True)
-    return 0
+    """Run ``run_cell(dir, horizon, check_prob) -> exit code`` and then ``ceiling(dir)`` per cell
+    (:func:`experiments.compare.cells.run_cells`); the first failing cell's code."""
+    return run_cells("map", cells, lambda h, p: (cell_dir(sweep_dir, p, h), f"{h} decisions, check_prob {prob_text(p)}"),
+                     lambda sub, h, p: run_cell(sub, h, p) or ceiling(sub))
 
 
 def run_ceiling(cell: Path, extra: Sequence[str] = ()) -> int:

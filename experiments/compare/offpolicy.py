@@ -28,13 +28,11 @@ finished runs only rewrite their summary.
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tqdm import tqdm
-
 from algos.corrections import CORRECTIONS as REGISTERED_CORRECTIONS
+from experiments.compare.cells import run_cells
 from experiments.report.offpolicy import (CORRECTION_KEY, CORRECTIONS, DTYPE_KEY, DTYPES, MODE_KEY, STALENESS,
                                           STALENESS_KEY, Setting, grid_settings)
 from experiments.runtime.schema import SAMPLER_DTYPES
@@ -114,25 +112,10 @@ def cell_jobs(setting: Setting, launcher: str, jobs: int | None) -> int | None:
 
 def run_offpolicy(cells: Sequence[tuple[int, Setting]], sweep_dir: Path,
                   run_cell: Callable[[Path, int, Setting], int]) -> int:
-    """Run ``run_cell(dir, horizon, setting) -> exit code`` per cell with a progress bar and the
-    time left; the first failing cell's code (later cells not started)."""
-    weights = [h + 2 for h, _ in cells]
-    spent, done_weight = 0.0, 0
-    with tqdm(total=sum(weights), desc="off-policy map", unit="turn", file=sys.stderr, disable=None) as bar:
-        for (h, s), w in zip(cells, weights):
-            sub = cell_dir(sweep_dir, h, s)
-            print(f"\n== off-policy cell: {h} decisions, {s.name} ({s.mode}): {sub}", flush=True)
-            t0 = time.perf_counter()
-            code = run_cell(sub, h, s)
-            if code != 0:
-                return code
-            spent += time.perf_counter() - t0
-            done_weight += w
-            bar.update(w)
-            left = spent / done_weight * (sum(weights) - done_weight)
-            print(f"off-policy map: {done_weight}/{sum(weights)} turn-weighted cells done; about {left / 60:.0f} min "
-                  f"left at this invocation's pace", file=sys.stderr, flush=True)
-    return 0
+    """Run ``run_cell(dir, horizon, setting) -> exit code`` per cell
+    (:func:`experiments.compare.cells.run_cells`); the first failing cell's code."""
+    return run_cells("off-policy", cells, lambda h, s: (cell_dir(sweep_dir, h, s), f"{h} decisions, {s.name} ({s.mode})"),
+                     run_cell)
 
 
 def render_offpolicy(sweep_dir: Path, methods: Sequence[str]) -> int:
