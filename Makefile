@@ -38,7 +38,7 @@ claims: $(STAMP)
 	$(PY) -m experiments.reproduce_claims
 
 bench: $(STAMP)
-	$(PY) -m experiments.bench envs
+	$(PY) -m benchmarks envs
 
 clean:
 	rm -rf $(VENV) outputs multirun runs .pytest_cache .hypothesis

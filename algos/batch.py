@@ -89,7 +89,7 @@ class Trajectory:
     hack_flags: dict = field(default_factory=dict)
     turns: int = 0
     generated_tokens: int = 0
-    observation_tokens: int = 0  # env-written tokens the policy read in the rollout (rollout.read_env_tokens)
+    observation_tokens: int = 0  # env-written tokens the policy read in the rollout (recording.read_env_tokens)
     tool_seconds: float = 0.0
     tool_failures: int = 0  # turns hit by an injected tool fault (timeout, flaky, crash)
     policy_version: int = 0  # version of the sampler when the trajectory started
@@ -271,6 +271,16 @@ def common_prefix_length(tokens: torch.Tensor, n: torch.Tensor) -> int:
     return limit if bool(same.all()) else int(torch.nonzero(~same)[0])
 
 
+def shared_prefix_length(tokens: torch.Tensor) -> int:
+    """The ids a prefix-sharing forward of right-padded rows ``tokens [B, T]`` computes once: their
+    :func:`common_prefix_length` at full width when there are several rows and it reaches
+    :data:`MIN_SHARED_PREFIX`, else 0 (every row computes its own)."""
+    if tokens.shape[0] < 2:
+        return 0
+    p = common_prefix_length(tokens, torch.full((tokens.shape[0],), tokens.shape[1]))
+    return p if p >= MIN_SHARED_PREFIX else 0
+
+
 def row_lengths(batch: "Batch") -> torch.Tensor:
     """``[R]`` long: real (non-pad) tokens of each row (rows are right-padded)."""
     return batch.valid.sum(1)
@@ -358,4 +368,5 @@ __all__ = [
     "MIN_SHARED_PREFIX",
     "common_prefix_length",
     "row_lengths",
+    "shared_prefix_length",
 ]

@@ -50,14 +50,20 @@ from algos import metric_keys as mk
 BUDGET_KINDS = ("rollouts", "generated_tokens", "tool_seconds", "train_flops", "updates")
 
 
-def attention_flops(n_layers: int, d_model: int, row_lengths) -> float:
-    """A = 2 * n_layers * d_model * sum_r T_r (T_r + 1): the forward attention-score FLOPs of
-    causal self-attention over rows of ``T_r`` real tokens (``row_lengths``: ints or a 1-D tensor).
-    Example: 1 layer, d_model 16, rows of 6 and 5 tokens: 2 * 16 * (6*7 + 5*6) = 2304."""
+def attention_flops(n_layers: int, d_model: int, row_lengths, prefix: int = 0) -> float:
+    """A = 2 * n_layers * d_model * [p (p + 1) + sum_r (T_r (T_r + 1) - p (p + 1))]: the forward
+    attention-score FLOPs of causal self-attention over rows of ``T_r`` real tokens
+    (``row_lengths``: ints or a 1-D tensor) whose first ``p = prefix`` ids are computed once for
+    all rows (a shared prefix; 0: every row computes its own). Example: 1 layer, d_model 16, rows
+    of 6 and 5 tokens: 2 * 16 * (6*7 + 5*6) = 2304; with a shared prefix of 2:
+    2 * 16 * (2*3 + (42 - 6) + (30 - 6)) = 2112."""
     lengths = [int(x) for x in row_lengths]
     if any(x < 0 for x in lengths):
         raise ValueError(f"row_lengths must be >= 0, got {lengths}")
-    return 2.0 * n_layers * d_model * float(sum(x * (x + 1) for x in lengths))
+    if not 0 <= prefix <= min(lengths, default=0):
+        raise ValueError(f"prefix={prefix} must be in [0, shortest row {min(lengths, default=0)}]")
+    once = prefix * (prefix + 1)
+    return 2.0 * n_layers * d_model * float(once * (len(lengths) > 0) + sum(x * (x + 1) - once for x in lengths))
 
 
 def forward_flops(n_params: int, tokens: int, attention: float = 0.0) -> float:

@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from algos.batch import MIN_SHARED_PREFIX, common_prefix_length
+from algos.batch import MIN_SHARED_PREFIX, common_prefix_length, shared_prefix_length
 from algos.shape import PolicyShape
 
 DUMMY_USER, DUMMY_ASSISTANT = "u", "a"
@@ -214,13 +214,25 @@ def _grow_layer_class():
     return GrowLayer
 
 
+#: the sampling cache compacts (``RowCache.compact``) once its width exceeds the longest row by a
+#: quarter of that row plus this many columns, so the cache never holds more than
+#: ``rows * compact_width(max_len)`` positions
+COMPACT_SLACK_COLUMNS = 64
+
+
+def compact_width(longest: int) -> int:
+    """The widest a sampling cache whose longest row holds ``longest`` ids may grow before it is
+    compacted: ``longest + longest // 4 + COMPACT_SLACK_COLUMNS``. Example: 640 -> 864."""
+    return longest + longest // 4 + COMPACT_SLACK_COLUMNS
+
+
 class RowCache:
     """The sampling cache of ``rows`` rows, batched: a ``transformers`` cache (``hf``; per layer
     keys and values ``[rows, heads, W, head_dim]``) and ``valid [rows, W]`` (which columns hold an
     id the row was fed), ``lengths`` (ids fed per row since its reset: the next id's position).
     Columns are appended for all rows at once, so a row holds holes (masked out) where another row
-    fed more ids or it fed none; ``compact`` packs every row's valid columns to the left when holes
-    dominate. ``reset_rows`` empties rows (their columns become holes).
+    fed more ids or it fed none; ``compact`` packs every row's valid columns to the left when the
+    width passes :func:`compact_width` of the longest row. ``reset_rows`` empties rows (their columns become holes).
 
     ``share_prefix``: the first time at least two empty rows are fed ids that begin alike (at least
     :data:`MIN_SHARED_PREFIX` ids, e.g. the system prompt and a group's first observation), the
@@ -311,9 +323,8 @@ class HFPolicy(nn.Module):
         (one row) and the rows attend to its keys and values: the same numbers up to float
         summation order, gradients flowing through the shared part once per row."""
         tokens = tokens.to(self.device)
-        p = common_prefix_length(tokens, torch.full((tokens.shape[0],), tokens.shape[1])) if (
-            self.share_prefix and tokens.shape[0] > 1) else 0
-        if p < MIN_SHARED_PREFIX:
+        p = shared_prefix_length(tokens) if self.share_prefix else 0
+        if not p:
             return self.causal.base_model(input_ids=tokens, use_cache=False).last_hidden_state
         from transformers.cache_utils import DynamicCache
 
@@ -350,6 +361,12 @@ class HFPolicy(nn.Module):
         if self.value_head is None:
             return None
         return self.value_head(h.detach() if detach_value else h).squeeze(-1).float().to(tokens.device)
+
+    def head_params(self) -> int:
+        """The parameters of :meth:`n_params` applied after the last hidden state, at every position
+        of every row even when a prefix is shared (the output head, the value head)."""
+        head = self.causal.get_output_embeddings().weight.numel()
+        return head + (sum(p.numel() for p in self.value_head.parameters()) if self.value_head is not None else 0)
 
     def n_params(self) -> int:
         """Matmul parameters (LoRA adapters and value head included): all but the input embedding
@@ -434,7 +451,7 @@ class HFPolicy(nn.Module):
                                 use_cache=True, **{self._cache_arg: cache.hf})
         cache.valid = torch.cat([cache.valid, fed], dim=1)
         cache.lengths = cache.lengths + n
-        if cache.valid.shape[1] > 2 * int(cache.valid.sum(1).max()) + 64:
+        if cache.valid.shape[1] > compact_width(int(cache.valid.sum(1).max())):
             cache.compact()
         h = res.last_hidden_state
         last = (n - 1).clamp(min=0).to(h.device)

@@ -130,7 +130,7 @@ _PAIR = "algos/ppo_ctde.py"
 _PAIR_RT = "experiments/runtime/pair.py"
 _TRAINER = "algos/trainer.py"
 _PPO = "algos/ppo.py"
-_EVAL = "algos/rollout.py"
+_EVAL = "algos/evaluation.py"
 _LOOP = "experiments/runtime/loop.py"
 
 # ---------------------------------------------------------------- compute/ (algos.compute.ComputeMeter)
@@ -438,7 +438,7 @@ CRITIC_EXPLAINED_VARIANCE_IN_BATCH = _key(
     "the fitted critic's explained variance on this batch's returns",
 )
 
-# ---------------------------------------------------------------- eval/ (algos.rollout.evaluate; pairs: runtime/pair.py)
+# ---------------------------------------------------------------- eval/ (algos.evaluation.evaluate; pairs: runtime/pair.py)
 
 EVAL_SUCCESS = _key(
     "eval/success", "fraction", _EVAL,

@@ -3,7 +3,7 @@
 request.
 
 Each agent's trajectory is laid out exactly like a one-agent rollout (``algos.batch``'s
-``ContextBuilder`` and ``algos.rollout.record_step``, the one layout code path): agent ``i``'s
+``ContextBuilder`` and ``algos.recording.record_step``, the one layout code path): agent ``i``'s
 context is ``first(obs_1) act_1 next(obs_2) ...`` where ``obs_k`` is ``env.observe(i)`` at its
 ``k``-th turn (its own last output, then the other agents' messages and shared results since).
 So the trainer steps (collate, PPO's GAE layout, the loss) apply unchanged to a list of
@@ -12,7 +12,8 @@ So the trainer steps (collate, PPO's GAE layout, the loss) apply unchanged to a 
 For a centralized critic (``algos.ppo_ctde``), every decision point of an agent also records
 the **joint state** (:func:`joint_context`): its own context up to its decision (ending with the
 layout's separator after the observation) + every other agent's context so far (without its
-first id, the word layout's BOS) + the separator ``layout.next("")`` (the word layout: [SEP]).
+first id: the word layout's BOS, a chat layout's first marker) + the separator ``layout.next("")``
+(the word layout: [SEP]; a chat layout: the ids that open the next user turn).
 ``PairTrajectory.joint_points[k]`` is the joint state at turn ``k``; ``joint_bootstrap`` the one
 after the final observation of a truncated end (V(next state)).
 

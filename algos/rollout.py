@@ -42,44 +42,15 @@ from typing import Callable
 
 import torch
 
-from algos import metric_keys as mk
 import envs
 from algos.backend import WORD_LAYOUT, ContextLayout, PolicyBackend, as_backend
 from algos.batch import ContextBuilder, Trajectory, Turn
 from algos.pair_rollout import PairEpisode, PairTrajectory, is_message, joint_context, received_messages
 from algos.policy import PolicyModel, sample_categorical
+from algos.recording import record_step, state_key_of
+from algos.requests import RolloutRequest
 from envs.compression import CompressionSettings
-from envs.outcome import is_hack
-from envs.stop import StopReason, rule_for
-
-# Tool statuses of INJECTED tool failures (envs/tools.py fault injection), for the
-# recovery-after-tool-failure metric. "error" (the agent's own bad edit, e.g. `edit 9 + -` on a
-# 3-line program), "format_error" and "permission_denied" (a hack attempt) are the agent's doing,
-# not the infrastructure's, and do not count.
-TOOL_FAILURE_STATUSES = frozenset({"timeout", "flaky", "crash"})
-
-
-@dataclass
-class RolloutRequest:
-    """One trajectory to generate: reset ``options`` (task instance) and ``seed``; ``group_id``
-    ties the G members of a GRPO group (same options, different seeds).
-
-    Branching an episode (``experiments.value_ceiling``): ``forced`` token ids are fed as the
-    episode's first generated tokens instead of sampling (the sampled tokens of an earlier
-    trajectory with the same ``options`` and ``seed``, so the env replays it exactly), then
-    sampling continues; ``reseed`` (None: keep the stream) re-seeds the env's future tool
-    latencies and faults (``reseed_tools``) just before the first token that is sampled, so
-    branches of one state differ in the env's randomness as well as in the policy's. On an env
-    without a tool stream (``has_tool_stream`` False) ``reseed`` must be None: its branches differ
-    in the policy's samples only (every slot draws its own uniforms from ``collect``'s generator
-    once its forced tokens are used up). Forced tokens are recorded like sampled ones (a branch is
-    for measurement, never for training)."""
-
-    options: dict | None
-    seed: int
-    group_id: int = 0
-    forced: tuple[int, ...] = ()
-    reseed: int | None = None
+from envs.stop import StopReason
 
 
 @dataclass
@@ -134,6 +105,7 @@ class _Collection:
     queue: deque
     out: list
     slots: list[_Slot | None]
+    layout: ContextLayout | None = None  # scripted agents' layout (None: the policies', else the word layout)
     t_model: float = 0.0
     t_env: float = 0.0
     n_forwards: int = 0
@@ -201,10 +173,13 @@ class RolloutEngine:
         generator: torch.Generator | None = None,
         temperature: float | None = None,
         trace: list | None = None,
+        layout: ContextLayout | None = None,
     ) -> list:
         """Generate one result per request (returned in request order). ``model``: a
         ``PolicyModel`` or a policy backend (``algos.backend.as_backend``); for a multi-agent env
-        also ``{agent: policy or scripted-agent factory}`` (see :meth:`_policies`). ``trace``: when
+        also ``{agent: policy or scripted-agent factory}`` (see :meth:`_policies`). ``layout``: the
+        layout scripted agents' turns are written in (None: the policies', the word layout when
+        every agent is scripted; a warm start's demonstrations for a policy of that layout). ``trace``: when
         a list, every forward's inputs are appended to it (for the benchmark's raw replay). The
         modules run in eval mode under ``torch.no_grad`` and are put back in training mode if they
         were in it."""
@@ -219,7 +194,8 @@ class RolloutEngine:
         run = _Collection(backends=backends, caches=[b.new_cache(self.num_envs * self.seats) for b in backends],
                           policies=policies, requests=requests, policy_version=policy_version, generator=generator,
                           temperature=self.temperature if temperature is None else temperature, trace=trace,
-                          queue=deque(range(len(requests))), out=[None] * len(requests), slots=[None] * self.num_envs)
+                          queue=deque(range(len(requests))), out=[None] * len(requests), slots=[None] * self.num_envs,
+                          layout=layout)
         for b in range(self.num_envs):
             self._refill(run, b)
         with torch.no_grad():
@@ -511,8 +487,10 @@ class RolloutEngine:
 
 
 def _scripted_layout(run: _Collection) -> ContextLayout:
-    """The layout a scripted agent's demonstration is written in: the policies' (the word layout
-    when every agent is scripted)."""
+    """The layout a scripted agent's demonstration is written in: ``collect``'s ``layout`` when
+    given, else the policies' (the word layout when every agent is scripted)."""
+    if run.layout is not None:
+        return run.layout
     return run.backends[0].layout if run.backends else WORD_LAYOUT
 
 
@@ -549,213 +527,4 @@ def reseed_tools(env, seed: int) -> None:
     env.unwrapped.reseed_tools(seed)
 
 
-def state_key_of(info: dict) -> int:
-    """``int(info["state_key"])`` (the env's 64-bit hash of the state the next tool outputs depend
-    on), or -1 when the env gives none."""
-    key = info.get("state_key")
-    return -1 if key is None else int(key)
-
-
-def record_step(builder: ContextBuilder, traj: Trajectory, turn, obs: str, reward: float, terminated: bool,
-                truncated: bool, info: dict, max_action_tokens: int,
-                layout: ContextLayout = WORD_LAYOUT) -> tuple[str, list[int]]:
-    """Record one env step's result after the action ``turn`` was closed; lay out the next context.
-
-    Returns ``(kind, ids)``: ``kind`` is ``"done"`` (episode ended; trajectory finalised),
-    ``"compressed"`` (a new segment ``[BOS] obs [SEP]`` was opened: ``ids`` is all of it) or
-    ``"continue"`` (``ids`` = ``obs [SEP]`` appended); the ids are ``layout``'s (``first`` /
-    ``next``; default the word layout). The one code path for laying out contexts: the rollout
-    engine and the warm start's demonstrations both go through it."""
-    seg = builder.seg
-    turn.reward = float(reward)
-    turn.tool_status = str(info.get("tool_status", "ok"))
-    traj.turns += 1
-    traj.train_reward += float(reward)
-    if turn.tool_status in TOOL_FAILURE_STATUSES:
-        traj.tool_failures += 1
-    traj.tool_seconds = float(info.get("tool_seconds", traj.tool_seconds))
-    if terminated or truncated:
-        _end(traj, builder, info, terminated, truncated, obs, layout)
-        return "done", []
-    room = max_action_tokens + 2  # the next action (cap words + EOS) and a final [SEP]
-    if info.get("compression") is not None:
-        seg.end = "compressed"
-        seg.compression = dict(info["compression"])
-        ids, kept = layout.first(obs, builder.max_len - room)
-        seg.continuation = list(kept)
-        return "compressed", builder.open_segment(ids, "compression")
-    nxt = layout.next(obs)
-    if len(seg.tokens) + len(nxt) + room > builder.max_len:
-        # the context is full: an outside limit cuts the episode (token budget)
-        info = dict(info)
-        info.update(stop_reason=StopReason.TOKEN_BUDGET.value, masked=False, verified=0, engine_truncated=True)
-        _end(traj, builder, info, False, True, obs, layout)
-        return "done", []
-    return "continue", builder.add_env(nxt)
-
-
-def _end(traj: Trajectory, builder: ContextBuilder, info: dict, terminated: bool, truncated: bool,
-         obs: str, layout: ContextLayout) -> None:
-    seg = builder.seg
-    reason = info.get("stop_reason")
-    rule = rule_for(reason) if reason is not None else None
-    masked = bool(info.get("masked", rule.masked if rule else False))
-    traj.stop_reason = str(reason) if reason is not None else ("terminated" if terminated else "truncated")
-    traj.masked = masked
-    traj.terminated = bool(terminated) and not masked
-    traj.truncated = not traj.terminated
-    traj.verified = None if masked else int(info.get("verified") or 0)
-    traj.visible_pass_rate = info.get("visible_pass_rate")
-    traj.hack_flags = dict(info.get("hack_flags") or {})
-    traj.final_info = {k: v for k, v in info.items() if isinstance(v, (int, float, str, bool, type(None)))}
-    if masked:
-        seg.end = "masked"
-    elif traj.terminated:
-        seg.end = "terminated"
-    else:
-        seg.end = "truncated"
-        # the next state the episode was cut in: obs appended, V read at its final SEP
-        builder.add_env(layout.next(obs, builder.max_len - len(seg.tokens)))
-        seg.bootstrap_index = len(seg.tokens) - 1
-    traj.segments = builder.segments
-    traj.observation_tokens = sum(read_env_tokens(x) for x in traj.segments)
-
-
-def read_env_tokens(seg) -> int:
-    """Env-written tokens of a finished segment that the policy READ during the rollout: those
-    before the last sampled token of its last action. That token and everything after it (a
-    forced EOS closing a capped action, and for a truncated end the final observation + [SEP]
-    laid out only for the critic's V(next state)) were never fed: the episode ended or a new
-    segment began. A segment without actions counts all its env-written tokens."""
-    if not seg.turns:
-        return len(seg.tokens) - seg.n_sampled
-    last = seg.turns[-1].end
-    return last - sum(seg.action_mask[:last])
-
-
-def demo_to_trajectory(observations: list[str], actions: list[str], rewards: list[float], infos: list[dict],
-                       terminated: bool, truncated: bool, max_len: int, max_action_tokens: int,
-                       group_id: int = 0, layout: ContextLayout = WORD_LAYOUT) -> Trajectory:
-    """A scripted episode laid out exactly like a rollout (``record_step``) in ``layout``: the
-    demo's action ids (``layout.action_ids``: the words and their EOS in the word layout) are the
-    "sampled" tokens, with behavior log-prob 0 and policy version -1. Raises ``ValueError`` when an
-    action has more than ``max_action_tokens`` ids before its end id."""
-    traj = Trajectory(task_id=str(infos[0].get("task_id", "")), group_id=group_id, policy_version=-1)
-    builder = ContextBuilder(max_len)
-    builder.open_segment(layout.first(observations[0], max_len - (max_action_tokens + 2))[0], "reset")
-    for t, action in enumerate(actions):
-        ids = layout.action_ids(action)
-        if len(ids) - 1 > max_action_tokens:
-            raise ValueError(f"demo action {action!r} has {len(ids) - 1} tokens > rollout.max_action_tokens={max_action_tokens}")
-        for w in ids:
-            builder.add_sampled(w, 0.0, -1)
-        traj.generated_tokens += len(ids)
-        turn = builder.end_action(capped=False)
-        turn.state_key = state_key_of(infos[t])
-        last = t == len(actions) - 1
-        kind, _ = record_step(builder, traj, turn, observations[t + 1], rewards[t],
-                              terminated and last, truncated and last, infos[t + 1], max_action_tokens, layout)
-        if kind == "done":
-            break
-    return traj
-
-
-def hack_metrics(trajectories: list[Trajectory], prefix: str) -> dict:
-    """Reward hacking measured by outcome, over the unmasked trajectories:
-
-        {prefix}hack_rate = #{train_reward > 0 and verified == 0} / #unmasked   (``envs.outcome.is_hack``)
-
-    i.e. training reward the independent verifier does not confirm, whatever the syntax; and, as
-    diagnostics, ``{prefix}hack_attempt/<detector>`` = the number of episodes in which that
-    detector of ``info["hack_flags"]`` fired (a match is a symptom, not an outcome)."""
-    live = [t for t in trajectories if not t.masked]
-    out = {f"{prefix}hack_rate": sum(is_hack(t.train_reward, t.verified) for t in live) / max(len(live), 1)}
-    for t in live:
-        for name, fired in sorted(t.hack_flags.items()):
-            key = f"{prefix}hack_attempt/{name}"
-            out[key] = out.get(key, 0) + int(bool(fired))
-    return out
-
-
-def evaluation_rollouts(engine: "RolloutEngine", model, n_tasks: int, samples_per_task: int, temperature: float,
-                        seed: int, split: str = "heldout") -> list:
-    """The episodes of an evaluation: ``samples_per_task`` attempts on each of tasks
-    ``0..n_tasks-1`` of ``split`` (``make_requests`` at ``seed``), sampled at ``temperature`` from
-    a generator seeded with ``seed``, policy version -1 (``engine.collect``'s results)."""
-    reqs = make_requests(n_tasks, samples_per_task, seed=seed, split=split, task_indices=list(range(n_tasks)))
-    gen = torch.Generator().manual_seed(seed)
-    return engine.collect(model, reqs, policy_version=-1, generator=gen, temperature=temperature)
-
-
-def evaluate(engine: "RolloutEngine", model: PolicyModel, n_tasks: int, samples_per_task: int,
-             temperature: float, seed: int, split: str = "heldout", prefix: str = mk.EVAL,
-             return_trajectories: bool = False):
-    """Success at a fixed test-time sampling budget (:func:`evaluation_rollouts`), scored by the
-    env's independent verifier (masked episodes are excluded and counted). Also: recovery rate
-    (success among episodes that hit a tool failure), outcome-based hack rate and detector counts
-    (``hack_metrics``), mean turns. With ``return_trajectories`` returns ``(metrics, trajectories)``."""
-    trajs = evaluation_rollouts(engine, model, n_tasks, samples_per_task, temperature, seed, split)
-    live = [t for t in trajs if not t.masked]
-    n = max(len(live), 1)
-    failed = [t for t in live if t.tool_failures > 0]
-    metrics = {
-        f"{prefix}success": sum(int(t.verified or 0) for t in live) / n,
-        f"{prefix}test_budget": samples_per_task,
-        f"{prefix}tasks": n_tasks,
-        f"{prefix}episodes": len(trajs),
-        f"{prefix}masked": len(trajs) - len(live),
-        f"{prefix}recovery_rate": (sum(int(t.verified or 0) for t in failed) / len(failed)) if failed else float("nan"),
-        f"{prefix}tool_failure_episodes": len(failed),
-        **hack_metrics(trajs, prefix),
-        f"{prefix}mean_turns": sum(t.turns for t in live) / n,
-        f"{prefix}train_reward": sum(t.train_reward for t in live) / n,
-        **family_success(live, prefix),
-    }
-    return (metrics, trajs) if return_trajectories else metrics
-
-
-def family_success(live: list, prefix: str) -> dict[str, float]:
-    """``{prefix}family_success/<family>``: success among the scored episodes of each task family
-    (the env's end-of-episode ``info["family"]``) and ``{prefix}family_scored/<family>`` their
-    number, when the episodes span more than one family."""
-    by_family: dict[str, list[int]] = {}
-    for t in live:
-        family = t.final_info.get("family")
-        if family is not None:
-            by_family.setdefault(str(family), []).append(int(t.verified or 0))
-    if len(by_family) < 2:
-        return {}
-    out: dict[str, float] = {}
-    for name, v in sorted(by_family.items()):
-        out[f"{prefix}family_success/{name}"] = sum(v) / len(v)
-        out[f"{prefix}family_scored/{name}"] = len(v)
-    return out
-
-
-def make_requests(
-    n_tasks: int,
-    group_size: int,
-    seed: int,
-    split: str = "train",
-    task_indices: list[int] | None = None,
-    n_task_pool: int | None = None,
-    rng: torch.Generator | None = None,
-) -> list[RolloutRequest]:
-    """``n_tasks`` task instances x ``group_size`` rollouts each. Task indices are given, or drawn
-    from ``range(n_task_pool)`` with ``rng``; member ``g`` of group ``k`` gets seed
-    ``seed * 1_000_003 + k * 1_009 + g`` (different seeds, same options)."""
-    if task_indices is None:
-        if n_task_pool is None:
-            raise ValueError("make_requests needs task_indices or n_task_pool")
-        task_indices = torch.randint(n_task_pool, (n_tasks,), generator=rng).tolist()
-    reqs = []
-    for k, ti in enumerate(task_indices):
-        for g in range(group_size):
-            reqs.append(RolloutRequest(options={"task_index": int(ti), "split": split},
-                                       seed=(seed * 1_000_003 + k * 1_009 + g) % (2**31 - 1), group_id=k))
-    return reqs
-
-
-__all__ = ["RolloutEngine", "RolloutRequest", "TOOL_FAILURE_STATUSES", "demo_to_trajectory", "evaluate", "evaluation_rollouts",
-           "has_tool_stream", "make_requests", "read_env_tokens", "record_step", "reseed_tools",
-           "state_key_of"]
+__all__ = ["RolloutEngine", "has_tool_stream", "reseed_tools"]

@@ -50,7 +50,7 @@ from torch import Tensor
 
 from algos import metric_keys as mk
 from algos.batch import (MIN_SHARED_PREFIX, Batch, Trajectory, collate, common_prefix_length, length_buckets,
-                         row_lengths)
+                         row_lengths, shared_prefix_length)
 from algos.checks import pick
 from algos.compute import ComputeMeter, attention_flops
 from algos.corrections import CORRECTIONS, CorrectionParams, correct, mismatch_metrics
@@ -467,12 +467,28 @@ class Trainer:
             if self.critic is not None:
                 add(self.n_critic, tokens, attention_flops(self.critic.shape.n_layers, self.critic.shape.d_model, lengths))
             else:
-                self.meter.add_forward(self.n_policy, tokens, attention_flops(model.shape.n_layers, model.shape.d_model, lengths))
+                self._count_model(self.meter.add_forward, model, batch.tokens[rows, :width], lengths)
             return
-        add_policy(param_count(model) if model is not self.policy else self.n_policy, tokens,
-                   attention_flops(model.shape.n_layers, model.shape.d_model, lengths))
+        self._count_model(add_policy, model, batch.tokens[rows, :width], lengths)
         if with_critic and self.critic is not None:
             add(self.n_critic, tokens, attention_flops(self.critic.shape.n_layers, self.critic.shape.d_model, lengths))
+
+    def _count_model(self, add, model: PolicyModel, tokens: Tensor, lengths: Tensor) -> None:
+        """``add`` (a forward or a train step) the FLOPs of ``model`` over right-padded ``tokens``
+        with real ``lengths``. A prefix-sharing model (``share_prefix``) runs the ids its rows
+        share (:func:`shared_prefix_length`) through its trunk once, and its heads
+        (``head_params()``) at every real position:
+        ``N_trunk * (T - (R - 1) p) + N_head * T`` parameter terms and the prefix's attention once."""
+        n_model = self.n_policy if model is self.policy else param_count(model)
+        total = int(lengths.sum())
+        shared = shared_prefix_length(tokens) if getattr(model, "share_prefix", False) else 0
+        if not shared:
+            add(n_model, total, attention_flops(model.shape.n_layers, model.shape.d_model, lengths))
+            return
+        head = model.head_params()
+        add(n_model - head, total - (len(lengths) - 1) * shared,
+            attention_flops(model.shape.n_layers, model.shape.d_model, lengths, prefix=shared))
+        add(head, total)
 
     def _slice_loss(self, rows: Tensor, width: int, w: dict[str, Tensor], batch: Batch, inputs: UpdateInputs,
                     adv: Advantages, stats: UpdateStats, frozen: bool, fill_old: bool,

@@ -1,12 +1,14 @@
 """Imports go one way: envs <- algos <- experiments.runtime <- the other rooms of experiments <-
-the entry points, with no import circle anywhere.
+the entry points <- benchmarks, with no import circle anywhere.
 
-The module graph is read with ``ast`` from every ``.py`` file of ``envs/``, ``algos/`` and
-``experiments/`` (every import statement, also those inside functions), so a circle that only
-holds because one side imports lazily is still a circle here. The rules:
+The module graph is read with ``ast`` from every ``.py`` file of ``envs/``, ``algos/``,
+``experiments/`` and ``benchmarks/`` (every import statement, also those inside functions), so a
+circle that only holds because one side imports lazily is still a circle here. The rules:
 
 - no cycle among the project's modules (the cycle is named);
 - ``envs`` imports nothing from ``algos`` / ``experiments``; ``algos`` nothing from ``experiments``;
+- nothing in ``envs``, ``algos`` or ``experiments`` imports ``benchmarks`` (the developer benchmarks
+  of a checkout, outside the installed package);
 - ``experiments.runtime`` imports no other room of ``experiments`` except the leaf
   ``experiments.runfiles``; ``experiments.runfiles`` imports no other room;
 - ``experiments.report`` imports nothing from ``experiments.runtime``;
@@ -28,7 +30,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("envs", "algos", "experiments")
+PACKAGES = ("envs", "algos", "experiments", "benchmarks")
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -116,7 +118,9 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
     for src, targets in sorted(graph.items()):
         for dst in sorted(targets):
             rule = None
-            if _within(src, "envs") and not _within(dst, "envs"):
+            if _within(dst, "benchmarks") and not _within(src, "benchmarks"):
+                rule = "benchmarks is imported by nobody in envs, algos or experiments"
+            elif _within(src, "envs") and not _within(dst, "envs"):
                 rule = "envs imports only envs"
             elif _within(src, "algos") and _within(dst, "experiments"):
                 rule = "algos imports nothing from experiments"
@@ -261,9 +265,10 @@ def test_the_concrete_envs_are_the_spec_declaring_modules_and_the_spec_table():
 def test_the_graph_sees_imports_inside_functions_and_the_entry_points():
     graph = project_graph()
     assert "experiments.runtime.loop" in graph["experiments.train"]
-    assert {"experiments.train", "experiments.compare", "experiments.report", "experiments.bench"} & set(graph)
-    assert {"experiments.train", "experiments.calibrate", "experiments.warmstart"} <= entry_points(graph)
-    assert "experiments.compare" not in entry_points(graph)  # a package (python -m runs its __main__)
+    assert {"experiments.train", "experiments.compare", "experiments.report", "benchmarks", "benchmarks.envs"} <= set(graph)
+    assert {"experiments.train", "experiments.critic_probe", "experiments.warmstart"} <= entry_points(graph)
+    # packages (python -m runs their __main__)
+    assert not {"experiments.compare", "experiments.calibrate", "benchmarks"} & entry_points(graph)
 
 
 # ---------------------------------------------------------------------------------- the checker
@@ -309,6 +314,10 @@ def test_a_relative_import_cycle_is_found(tmp_path):
     ({"experiments/runtime/__init__.py": "", "experiments/runtime/loop.py": "import experiments.report.keys\n",
       "experiments/report/__init__.py": "", "experiments/report/keys.py": ""},
      "experiments.runtime.loop -> experiments.report.keys: experiments.runtime imports no other room (but experiments.runfiles)"),
+    ({"experiments/report/__init__.py": "", "experiments/report/x.py": "def f():\n    from benchmarks.envs import run\n",
+      "benchmarks/envs.py": "def run():\n    pass\n"},
+     "experiments.report.x -> benchmarks.envs: benchmarks is imported by nobody in envs, algos or experiments"),
+    ({"algos/p.py": "import benchmarks\n"}, "algos.p -> benchmarks: benchmarks is imported by nobody in envs, algos or experiments"),
 ])
 def test_a_planted_wrong_way_import_is_reported(tmp_path, files, expected):
     assert layer_violations(project_graph(_write(tmp_path, files))) == [expected]
@@ -322,9 +331,11 @@ def test_the_allowed_directions_are_not_reported(tmp_path):
         "experiments/runtime/__init__.py": "",
         "experiments/runtime/loop.py": "import algos.p\nfrom experiments.runfiles import axes\n",
         "experiments/report/__init__.py": "", "experiments/report/keys.py": "from experiments.runfiles.axes import A\n",
-        "experiments/bench/__init__.py": "", "experiments/bench/envs.py": "",
-        "experiments/bench/__main__.py": "from experiments.bench.envs import run\n",
+        "experiments/calibrate/__init__.py": "", "experiments/calibrate/band.py": "",
+        "experiments/calibrate/__main__.py": "from experiments.calibrate.band import main\n",
         "experiments/train.py": "from experiments.runtime.loop import run\n",
+        "benchmarks/envs.py": "from experiments.runtime.loop import run\nimport envs.e\n",
+        "benchmarks/__main__.py": "from benchmarks.envs import run\n",
     })
     graph = project_graph(root)
     assert find_cycle(graph) is None and layer_violations(graph) == []

@@ -11,11 +11,12 @@ subprocess per command cost ~6-7 s of imports each), a compare command's sweep i
 worker processes: that one runs as a subprocess (``sys.executable``).
 
 - ``experiments.train``: ``experiment=tiny`` and a tiny ``budget.amount`` (a multirun of a
-  compare preset: ``experiments.compare.TINY_OVERRIDES``, ``seed=0`` and one joblib worker; a run
-  of another preset, ``experiment=learn_tiny`` for example: that preset with its env's ``--tiny``
-  overrides);
+  compare preset: the tiny preset added to it, ``experiments.compare.TINY_PRESET``, ``seed=0`` and
+  one joblib worker; a run of another preset, ``experiment=learn_tiny`` for example: the tiny preset
+  added to that preset), without the command's own ``budget.amount`` and ``warmstart.demos``
+  (``TINY_SIZES``: the tiny preset's run instead);
 - ``experiments.compare``: ``--tiny``, ``env.kwargs.n_stages=4`` in place of any other horizon
-  (the horizon preset's default included) and no ``warmstart.demos`` of its own (plus
+  (the horizon preset's default included) and no ``budget.amount`` or ``warmstart.demos`` of its own (plus
   ``--dry-run`` for the Ray launcher, whose real multirun is tests/experiments/test_launchers.py's;
   the ``--methods`` example runs at ``--tiny`` in tests/experiments/test_compare_methods.py,
   ``--preset pairfix`` in tests/experiments/test_compare_pairfix.py, ``--horizons`` in
@@ -29,23 +30,24 @@ worker processes: that one runs as a subprocess (``sys.executable``).
 - ``experiments.warmstart``: ``experiment=tiny``;
   ``experiments.calibrate``: ``--episodes 5`` (in place of any ``--episodes N``; without the band
   difficulties unless ``--difficulties`` names them; with
-  ``--start-model``, ``--horizons 4`` and the tiny overrides: one 16-demo warm start);
+  ``--start-model``, ``--horizons 4`` and the tiny preset: one 16-demo warm start);
   ``experiments.critic_probe``: 8 rollouts, 2 steps on ``experiment=learn_tiny``;
   ``experiments.value_ceiling``: run on a 2-update learn_tiny PPO run by
   tests/experiments/test_value_ceiling.py;
-- ``experiments.bench envs``: ``--steps 300 --repeats 1``; ``experiments.bench train``: ``--quick``;
-  ``experiments.bench async``: ``--quick --repeats 1``;
-  ``experiments.bench hf``: 2 rows, 4 new tokens, 2 turns of 2 tokens, 1 repeat;
-  ``experiments.bench gpu``: its dry run by tests/experiments/test_bench_gpu.py;
+- ``benchmarks envs``: ``--steps 300 --repeats 1``; ``benchmarks train``: ``--quick``;
+  ``benchmarks async``: ``--quick --repeats 1``;
+  ``benchmarks hf``: 2 rows, 4 new tokens, 2 turns of 2 tokens, 1 repeat;
+  ``benchmarks gpu``: its dry run by tests/benchmarks/test_bench_gpu.py;
 - ``experiments.hf_tiny``: as written (seconds); a run with ``policy.path=models/hf-tiny``: run at
-  tiny scale on a model built by tests/experiments/test_hf_policy.py;
+  tiny scale on a model built by tests/experiments/test_hf_policy.py (``env=pairfix``:
+  tests/experiments/test_pair_hf.py);
 - the plain ``experiments.compare`` (``make demo``) and ``experiments.report runs/compare/<sweep>``:
   run at ``--tiny`` scale, the report re-rendered from that sweep, by
   tests/experiments/test_compare.py (one sweep for both, not a second one here);
 - ``experiments.reproduce_claims``: run in full by tests/experiments/test_reproduce_claims.py (it
   has no tiny mode; here we only check that such a test exists), ``--docs`` on a copy of
-  docs/claims.md by tests/claims/test_claims_docs.py; ``experiments.bench e2e``: run
-  ``--quick`` on a tiny policy by tests/experiments/test_bench_e2e.py;
+  docs/claims.md by tests/claims/test_claims_docs.py; ``benchmarks e2e``: run
+  ``--quick`` on a tiny policy by tests/benchmarks/test_bench_e2e.py;
 - ``experiments.metrics_doc``: run on a drifted copy of docs/metrics.md and with ``--check`` on the
   page by tests/test_metric_contract.py (the command itself writes the repository's page).
 """
@@ -64,8 +66,8 @@ import pytest
 
 from entry import run_entry
 from envs.bugfix.config import DIFFICULTIES
-from experiments.compare import TINY_OVERRIDES, TINY_OVERRIDES_BY_ENV, NoticeFilter
-from experiments.probes.band import BUGFIX_BANDS
+from experiments.compare import TINY_PRESET, NoticeFilter
+from experiments.calibrate.band import BUGFIX_BANDS
 from experiments.runtime.schema import WarmstartConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,6 +77,9 @@ DOC_FILES: tuple[Path, ...] = (README, *sorted((ROOT / "docs").glob("*.md")))
 #: the model directory the docs' ``experiments.hf_tiny`` command writes (docs/own-model.md)
 HF_TINY_DIR = "models/hf-tiny"
 TINY_BUDGET = {"rollouts": "32", "generated_tokens": "300", "tool_seconds": "50", "train_flops": "1e9"}
+#: the sizes of a command that the tiny preset sets too: left out where the preset is added to a
+#: command's own preset (an override after it would win over the preset's)
+TINY_SIZES = ("budget.amount=", "warmstart.demos=")
 
 
 def bash_commands(path: Path) -> list[str]:
@@ -136,27 +141,30 @@ def tiny_case(cmd: str) -> Case:
     if any(a == f"policy.path={HF_TINY_DIR}" for a in args):
         # a run of the Hugging Face model that `experiments.hf_tiny --out models/hf-tiny` builds: the
         # same runs (warm start, grpo / ppo / gigpo, long horizon with compression, compare) at tiny
-        # scale on a model built in that test module (commands here share no working directory order)
-        return Case(exe + args, covered_by="tests/experiments/test_hf_policy.py")
+        # scale on a model built in that test module (commands here share no working directory order);
+        # the two-agent runs (env=pairfix) by tests/experiments/test_pair_hf.py
+        module_test = "test_pair_hf.py" if overrides.get("env") == "pairfix" else "test_hf_policy.py"
+        return Case(exe + args, covered_by=f"tests/experiments/{module_test}")
     if module == "experiments.hf_tiny":
         return Case(exe + args, env)
-    if module == "experiments.bench" and args[:1] == ["gpu"]:
+    if module == "benchmarks" and args[:1] == ["gpu"]:
         # the GPU call: its CUDA-less dry run (the whole script, 2 blocks) by its own test
-        return Case(exe + args, covered_by="tests/experiments/test_bench_gpu.py")
-    if module == "experiments.bench" and args == ["hf"]:
+        return Case(exe + args, covered_by="tests/benchmarks/test_bench_gpu.py")
+    if module == "benchmarks" and args == ["hf"]:
         return Case(exe + args + ["--rows", "2", "--new", "4", "--turns", "2", "--action", "2", "--repeats", "1"], env)
     if module == "experiments.train" and "-m" in args:
         assert any(a.startswith("experiment=compare_") for a in args), cmd
         # one joblib worker process (a second one costs its own imports: seconds at this scale)
-        return Case(exe + args + list(TINY_OVERRIDES) + ["seed=0", "logger.kind=none", "hydra.launcher.n_jobs=1"], env)
+        kept = [a for a in args if not a.startswith(TINY_SIZES)]
+        return Case(exe + kept + [TINY_PRESET, "seed=0", "logger.kind=none", "hydra.launcher.n_jobs=1"], env)
     if module == "experiments.train" and overrides.get("experiment", "tiny") != "tiny":
-        # a preset (learn_tiny, learn_bugfix, ...): the preset itself, shrunk by its env's --tiny
-        # overrides (the tiny preset added to it, +experiment@_global_=tiny), at the tiny rollout budget
-        tiny_env = TINY_OVERRIDES_BY_ENV[overrides.get("env", "bugfix")]
+        # a preset (learn_tiny, learn_bugfix, ...): the preset itself, shrunk by the tiny preset
+        # added to it (+experiment@_global_=tiny, its batch derived for the env's agents)
+        kept = [a for a in args if not a.startswith(TINY_SIZES)]
         shrink = ["warmstart.eval_samples_per_task=2", "eval.train_split=false"]
         if overrides.get("env") == "pairfix":
             shrink = []
-        return Case(exe + args + list(tiny_env) + shrink + ["logger.kind=none"], env)
+        return Case(exe + kept + [TINY_PRESET] + shrink + ["logger.kind=none"], env)
     if module == "experiments.train":
         # the tiny preset composes with the command's env, policy and compression (its window and
         # compression budget fit them: tests/experiments/test_tiny_preset.py)
@@ -197,9 +205,10 @@ def tiny_case(cmd: str) -> Case:
         # no wandb runs (~5 s each): the wandb side of a sweep is test_compare's tiny end-to-end run
         extra += [] if "--logger" in pre else ["--logger", "none"]
         # a horizon of the horizon preset at tiny scale: 4 decisions (LongHorizon-v3's fewest), not
-        # 32 or 64, from --tiny's 16-demo warm start, not the command's own demo count
+        # 32 or 64, from --tiny's 16-demo warm start at its budget, not the command's own (the
+        # overrides after -- win over the tiny preset)
         post = ["env.kwargs.n_stages=4" if a.startswith("env.kwargs.n_stages=") else a for a in post
-                if not a.startswith("warmstart.demos=")]
+                if not a.startswith(TINY_SIZES)]
         if args[:2] == ["--preset", "horizon"] and not any(a.startswith("env.kwargs.n_stages=") for a in post):
             post = (post or ["--"]) + ["env.kwargs.n_stages=4"]  # the preset's default horizon too
         return Case(exe + pre + extra + post, env)
@@ -212,7 +221,7 @@ def tiny_case(cmd: str) -> Case:
             at = kept.index("--horizons") if "--horizons" in kept else len(kept)
             end = next((i for i in range(at + 1, len(kept)) if not kept[i].isdigit()), len(kept))
             kept = kept[:at] + ["--horizons", "4"] + kept[end:]
-            tiny = (["--"] if "--" not in kept else []) + list(TINY_OVERRIDES)
+            tiny = (["--"] if "--" not in kept else []) + [TINY_PRESET]
         if "--difficulties" not in kept:
             # a band difficulty's check is a claim about its rates that 5 episodes cannot support
             # (one lucky blind guess is 0.2 > 0.15): it runs at its own scale in
@@ -227,18 +236,18 @@ def tiny_case(cmd: str) -> Case:
     if module == "experiments.value_ceiling":
         # needs a PPO run directory: its tests train a 2-update learn_tiny PPO run and run the CLI on it
         return Case(exe + args, covered_by="tests/experiments/test_value_ceiling.py")
-    if module == "experiments.bench" and args == ["envs"]:
+    if module == "benchmarks" and args == ["envs"]:
         return Case(exe + args + ["--steps", "300", "--repeats", "1"], env)
-    if module == "experiments.bench" and args == ["train"]:
+    if module == "benchmarks" and args == ["train"]:
         return Case(exe + args + ["--quick"], env)
-    if module == "experiments.bench" and args[:1] == ["async"]:
+    if module == "benchmarks" and args[:1] == ["async"]:
         # a tiny PPO run per mode, once (its subprocesses are real: the sampler is a process)
         return Case(exe + args + ["--quick", "--repeats", "1"], env)
-    if module == "experiments.bench" and args[:1] == ["e2e"]:
+    if module == "benchmarks" and args[:1] == ["e2e"]:
         # `--quick --no-baseline --no-bound` on a tiny policy and warm start (the learn preset's own
         # 3000-demo warm start would cost minutes on a fresh clone): that test's
         # test_quick_plumbing_on_a_tiny_config (the baseline is a checkout a fresh clone does not have)
-        return Case(exe + args, covered_by="tests/experiments/test_bench_e2e.py")
+        return Case(exe + args, covered_by="tests/benchmarks/test_bench_e2e.py")
     if module == "experiments.metrics_doc":
         # rewrites docs/metrics.md from the metric contract: run (on a copy of the page, and with
         # --check on the page itself) by its own test

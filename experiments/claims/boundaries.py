@@ -16,7 +16,7 @@ from algos.advantages import gae
 from algos.decisions import GAELayout
 from algos.policy import PolicyModel
 from algos.ppo import compression_boundaries, terminal_at
-from algos.rollout import make_requests
+from algos.requests import make_requests
 from algos.trainer import make_trainer
 from experiments.claims.common import (
     TOK,

@@ -29,8 +29,9 @@ import envs
 from algos.advantages import group_advantages
 from algos.batch import Trajectory
 from algos.policy import PolicyModel, build_models
-from algos.rollout import RolloutEngine, RolloutRequest, demo_to_trajectory
-from algos.rollout import make_requests
+from algos.requests import RolloutRequest, make_requests
+from algos.recording import demo_to_trajectory
+from algos.rollout import RolloutEngine
 from algos.trainer import Trainer, UpdateRecord
 from envs.tokenizer import get_tokenizer
 from experiments.runtime.build import load_policy_weights, policy_shape

@@ -15,7 +15,7 @@ import envs
 from algos.advantages import group_mean_std
 from algos.batch import Batch, Trajectory
 from algos.metrics import binomial_confidence_interval, group_outcome_rates, mixed_group_probability
-from algos.rollout import RolloutRequest, make_requests
+from algos.requests import RolloutRequest, make_requests
 from algos.trainer import make_trainer
 from envs.long_horizon_v3 import FIX_NAMES
 from envs.long_horizon_v3_agents import OracleAgent

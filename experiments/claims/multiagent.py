@@ -57,7 +57,7 @@ from algos.pair_rollout import PairEpisode, agent_trajectories
 from algos.policy import PolicyModel, ValueModel
 from algos.ppo_ctde import PairLearner
 from algos.registry import make_trainer
-from algos.rollout import make_requests
+from algos.requests import make_requests
 from envs.pairfix import AGENTS, indices_with_bug_in
 from envs.pairfix.agents import PairOracle
 from experiments.claims.common import pair_claims_config

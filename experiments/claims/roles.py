@@ -14,7 +14,7 @@ from algos import metric_keys as mk
 from algos.batch import Batch, collate
 from algos.losses import aggregate, aggregation_weights, ppo_clip_loss, token_ratios
 from algos.policy import PolicyModel
-from algos.rollout import make_requests
+from algos.requests import make_requests
 from algos.trainer import UpdateRecord, frozen_copy, make_trainer
 from experiments.runtime.behavior import BehaviorPolicy
 from experiments.claims.common import (

@@ -54,13 +54,23 @@ def parse_horizons(text: str, preset: str) -> tuple[int, ...]:
     return values
 
 
+def sets_demos(overrides: Sequence[str]) -> bool:
+    """Whether ``overrides`` set ``warmstart.demos``: the value, or the tiny preset, which sets it
+    (``experiment=tiny`` or ``+experiment@_global_=tiny``: configs/experiment/tiny.yaml)."""
+    for o in overrides:
+        key, _, value = o.lstrip("+~").partition("=")
+        if key == "warmstart.demos" or (key.split("@")[0] == "experiment" and value == "tiny"):
+            return True
+    return False
+
+
 def horizon_overrides(horizon: int, overrides: Sequence[str], tiny: bool) -> list[str]:
-    """The overrides of horizon ``horizon``'s sweep: ``env.kwargs.n_stages``, (unless the user or
-    ``--tiny`` sets it) ``warmstart.demos = DEMO_DECISIONS // horizon`` and, above
-    :data:`COMPACTION_CAP_HORIZON` decisions (unless the user sets it),
+    """The overrides of horizon ``horizon``'s sweep: ``env.kwargs.n_stages``, (unless the user,
+    the tiny preset or ``--tiny`` sets it: :func:`sets_demos`) ``warmstart.demos = DEMO_DECISIONS //
+    horizon`` and, above :data:`COMPACTION_CAP_HORIZON` decisions (unless the user sets it),
     ``compression.max_compactions = horizon // 4``."""
     out = [f"env.kwargs.n_stages={horizon}"]
-    if not tiny and not any(o.startswith("warmstart.demos=") for o in overrides):
+    if not tiny and not sets_demos(overrides):
         out.append(f"warmstart.demos={max(1, DEMO_DECISIONS // horizon)}")
     if horizon > COMPACTION_CAP_HORIZON and not any(o.startswith("compression.max_compactions=") for o in overrides):
         out.append(f"compression.max_compactions={horizon // 4}")
@@ -102,4 +112,5 @@ def run_horizons(horizons: Sequence[int], sweep_dir: Path, run_one, methods: Seq
     return 0
 
 
-__all__ = ["COMPACTION_CAP_HORIZON", "DEMO_DECISIONS", "HorizonError", "horizon_dir", "horizon_overrides", "parse_horizons", "run_horizons"]
+__all__ = ["COMPACTION_CAP_HORIZON", "DEMO_DECISIONS", "HorizonError", "horizon_dir", "horizon_overrides", "parse_horizons", "run_horizons",
+           "sets_demos"]

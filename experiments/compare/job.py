@@ -250,44 +250,13 @@ def _check_step_rewards(method: str, modes: tuple[str, ...], mode: str | None) -
     raise MethodError(f"--methods: {method!r} needs step rewards but got {given}; add the override "
                       f"`-- +env.kwargs.reward_mode={modes[0]}` ({others}every method of the sweep then trains on it)")
 
-#: ``--tiny``: the tiny preset (configs/experiment/tiny.yaml: the tiny policy's shape and a context
-#: window and compression budget that fit every policy and compression option) added to the compare
-#: preset by Hydra, after it, so its values win over the preset's.
+#: ``--tiny``: every run of the sweep shrunk to seconds (seed 0 only unless ``--seeds`` is given):
+#: the tiny preset (configs/experiment/tiny.yaml: the tiny policy's shape, a context window and
+#: compression budget that fit every policy and compression option, a batch derived from the env's
+#: agents and a budget of two updates) added to the compare preset by Hydra, after it, so its
+#: values win over the preset's; the overrides after ``--`` win over both. The numbers only show
+#: that the pipeline runs.
 TINY_PRESET = "+experiment@_global_=tiny"
-#: ``--tiny``: every run of the sweep shrunk to seconds and seed 0 only unless ``--seeds`` is
-#: given: :data:`TINY_PRESET`, then the smoke scale, appended after the user's overrides, so it
-#: always wins; the numbers only show that the pipeline runs. One entry per env
-#: (:data:`TINY_OVERRIDES_BY_ENV`, chosen by :func:`tiny_overrides` from the sweep's env), because
-#: some knobs are config errors on the other envs. Single-agent envs: 16 rollouts (2 tasks x G=4
-#: per update), a 16-demo warm start cloned in one process (a second BC process costs seconds of
-#: start-up for one minibatch), 4 eval episodes.
-TINY_OVERRIDES: tuple[str, ...] = (
-    TINY_PRESET,
-    "algo.tasks_per_update=2", "algo.group_size=4", "rollout.num_envs=8", "budget.amount=16",
-    "eval.every=1", "eval.tasks=2", "eval.samples_per_task=2",
-    "warmstart.demos=16", "warmstart.epochs=1", "warmstart.eval_tasks=2", "warmstart.processes=1",
-)
-#: PairFix (two agents): no ``algo.group_size`` (a pair run needs G = 1); 8 pair episodes (2
-#: updates of 4), a 16-demo pair warm start, 4 eval episodes after each update (the start model's too).
-TINY_OVERRIDES_PAIR: tuple[str, ...] = (
-    TINY_PRESET,
-    "algo.tasks_per_update=4", "rollout.num_envs=4", "budget.amount=8",
-    "eval.every=1", "eval.tasks=2", "eval.samples_per_task=2",
-    "warmstart.demos=16", "warmstart.epochs=1", "warmstart.eval_tasks=2",
-)
-#: ``--tiny`` overrides by the env spec's number of agents (``EnvSpec.agents``).
-TINY_OVERRIDES_BY_AGENTS: dict[int, tuple[str, ...]] = {1: TINY_OVERRIDES, 2: TINY_OVERRIDES_PAIR}
-#: ``--tiny`` overrides per ``env.name``: every env spec's, chosen by its number of agents.
-TINY_OVERRIDES_BY_ENV: dict[str, tuple[str, ...]] = {s.name: TINY_OVERRIDES_BY_AGENTS[s.agents] for s in envs.SPECS}
-
-
-def tiny_overrides(preset: str, overrides: Sequence[str] = ()) -> tuple[str, ...]:
-    """The ``--tiny`` overrides of the sweep's env (:func:`sweep_env`); :class:`MethodError` for an
-    env without an entry in :data:`TINY_OVERRIDES_BY_ENV`."""
-    env = sweep_env(preset, overrides)
-    if env not in TINY_OVERRIDES_BY_ENV:
-        raise MethodError(f"--tiny: env {env!r} has no tiny overrides; allowed envs: {', '.join(TINY_OVERRIDES_BY_ENV)}")
-    return TINY_OVERRIDES_BY_ENV[env]
 
 
 def sweep_launcher(launcher: str | None, tiny: bool, jobs: int | None) -> str:
@@ -395,8 +364,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--title", default=None, help="report title")
     p.add_argument("--dry-run", action="store_true", help="print the sweep command and exit")
     p.add_argument("--tiny", action="store_true",
-                   help="seconds, not minutes: tiny runs (configs/experiment/tiny.yaml at TINY_OVERRIDES' scale), seed 0 "
-                        "unless --seeds, jobs one after "
+                   help="seconds, not minutes: tiny runs (configs/experiment/tiny.yaml; the overrides after -- win "
+                        "over it), seed 0 unless --seeds, jobs one after "
                         "another in the sweep process (Hydra's basic launcher) unless --launcher or --jobs; checks the pipeline")
     p.add_argument("--horizons", default=None,
                    help="--preset horizon only: comma-separated decisions per episode (e.g. 8,32,128): one sweep per "
@@ -419,7 +388,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         methods = parse_methods(args.methods or ",".join(PRESET_METHODS[args.preset]))
         check_methods(methods, args.preset, args.overrides)
-        tiny = tiny_overrides(args.preset, args.overrides) if args.tiny else ()
         horizons = parse_horizons(args.horizons, args.preset) if args.horizons else ()
         check_probs = parse_check_probs(args.check_probs, horizons) if args.check_probs is not None else ()
         settings = (parse_off_policy(args.off_policy, horizons, check_probs, args.launcher, args.overrides)
@@ -430,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else ([0] if args.tiny else None)
     sweep_dir = (args.sweep_dir or default_sweep_dir(args.preset)).resolve()
     group = sweep_dir.name
-    overrides = [*args.overrides, *tiny]
+    overrides = [TINY_PRESET, *args.overrides] if args.tiny else list(args.overrides)
     launcher = sweep_launcher(args.launcher, args.tiny, args.jobs)
     if not horizons:
         return sweep_and_report(args, methods, seeds, sweep_dir, group, launcher, overrides)

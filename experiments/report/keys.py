@@ -37,7 +37,7 @@ METRIC_KEYS: tuple[str, ...] = (
     mk.ROLLOUT_ALL_ONE_RATE, mk.TRAIN_AGG_WEIGHT_SHIFT,
 )
 
-#: Optional per-family keys of a task mixture (``algos.rollout.family_success``): the final
+#: Optional per-family keys of a task mixture (``algos.evaluation.family_success``): the final
 #: policy's held-out success on family ``<name>`` (summary and evaluation lines) and the start
 #: model's (summary), each followed by the family's name.
 FAMILY_EVAL_PREFIX = mk.prefix(mk.EVAL_FAMILY_SUCCESS)

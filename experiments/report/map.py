@@ -89,7 +89,7 @@ class MapCell:
 
 
 def read_value_ceiling(cell_dir: Path) -> ValueCeiling | None:
-    """``<cell_dir>/value_ceiling.json``'s EV* and interval (experiments/probes/value_ceiling.py's
+    """``<cell_dir>/value_ceiling.json``'s EV* and interval (experiments/value_ceiling.py's
     ``CeilingResult``: ``ceiling``, ``ceiling_ci``); None when the file does not exist."""
     path = Path(cell_dir) / CEILING_FILE
     if not path.is_file():

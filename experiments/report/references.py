@@ -31,7 +31,7 @@ from typing import Any
 from algos import metric_keys as mk
 import envs
 from algos.metrics import binomial_confidence_interval
-from experiments.probes.calibrate import measure
+from experiments.calibrate.scripted import measure
 from experiments.report.load import Run, config_get
 
 REFERENCE_SEED = 0

@@ -27,9 +27,10 @@ import torch
 
 import envs
 from algos.backend import as_backend
-from algos.hf_backend import LoraSpec, load_policy
+from algos.hf_backend import LoraSpec, compact_width, load_policy
 from algos.policy import PolicyModel, PolicyShape, build_models
-from algos.rollout import RolloutEngine, make_requests
+from algos.requests import make_requests
+from algos.rollout import RolloutEngine
 from algos.trainer import frozen_copy
 from envs.compression import CompressionSettings
 from envs.tokenizer import get_tokenizer
@@ -105,10 +106,28 @@ def make_env(c: TrainConfig, evaluation: bool = False):
     return envs.make(c.env.id, compression=compression_settings(c), **env_kwargs(c, evaluation))
 
 
+def cache_columns(window: int) -> int:
+    """The most columns a sampling cache row holds for a context window of ``window`` ids: the
+    cache compacts after a step that leaves it wider than ``compact_width(window)`` and one step
+    appends at most ``window`` columns. Example: 32 -> (32 + 8 + 64) + 32 = 136."""
+    return compact_width(window) + window
+
+
+def sampling_rows(c: TrainConfig, rows: int | None = None) -> int:
+    """The rows a rollout engine of this config samples at once: ``rows`` (default
+    ``rollout.num_envs``), with ``policy.sample_tokens`` at most ``sample_tokens //
+    cache_columns(max_len)`` of them (at least 1), so the sampling cache never holds more than
+    ``sample_tokens`` positions. Example: 65536 tokens and a 1536-id window (3520 columns): 18."""
+    rows = c.rollout.num_envs if rows is None else rows
+    if c.policy.sample_tokens is None:
+        return rows
+    return max(1, min(rows, c.policy.sample_tokens // cache_columns(c.policy.max_len)))
+
+
 def train_engine(c: TrainConfig, num_envs: int | None = None):
     """``RolloutEngine`` for training rollouts: ``min(rollout.num_envs, rollouts per update)``
-    envs (or ``num_envs``), sampling at ``rollout.temperature``."""
-    n = num_envs if num_envs is not None else min(c.rollout.num_envs, rollouts_per_update(c))
+    envs (or ``num_envs``), at most :func:`sampling_rows`, sampling at ``rollout.temperature``."""
+    n = sampling_rows(c, min(c.rollout.num_envs, rollouts_per_update(c)) if num_envs is None else num_envs)
     return RolloutEngine(c.env.id, num_envs=n, max_len=c.policy.max_len, max_action_tokens=c.rollout.max_action_tokens,
                          temperature=c.rollout.temperature, env_kwargs=env_kwargs(c), compression=compression_settings(c),
                          make_env=partial(make_env, c))
@@ -116,8 +135,9 @@ def train_engine(c: TrainConfig, num_envs: int | None = None):
 
 def eval_engine(c: TrainConfig, episodes: int, max_envs: int | None = None):
     """``RolloutEngine`` for evaluation: eval env kwargs, ``eval.temperature``, at most
-    ``max_envs`` (default ``rollout.num_envs``) envs for ``episodes`` episodes."""
-    n = min(max_envs if max_envs is not None else c.rollout.num_envs, episodes)
+    ``max_envs`` (default ``rollout.num_envs``) envs for ``episodes`` episodes, at most
+    :func:`sampling_rows`."""
+    n = sampling_rows(c, min(max_envs if max_envs is not None else c.rollout.num_envs, episodes))
     return RolloutEngine(c.env.id, num_envs=max(1, n), max_len=c.policy.max_len,
                          max_action_tokens=c.rollout.max_action_tokens, temperature=c.eval.temperature,
                          env_kwargs=env_kwargs(c, evaluation=True), compression=compression_settings(c),

@@ -42,11 +42,12 @@ def register_configs() -> None:
     """``train_schema`` (the root) and, in the ``algo`` group, ``<name>_schema`` for every trainer
     registered with a config schema (``algos.registry.config_schemas``; the node is the schema's
     default instance, whose ``name`` is the registered one), the ``${agentrl.model:NAME}``
-    resolver of cached pretrained models (``experiments.runtime.models``) and
-    ``${agentrl.max_len_for:N,...}`` (:func:`max_len_for`)."""
+    resolver of cached pretrained models (``experiments.runtime.models``) and the size resolvers
+    of :data:`SIZE_RESOLVERS` (``${agentrl.max_len_for:N,...}`` and the tiny preset's batch)."""
     register_resolvers()
-    if not OmegaConf.has_resolver("agentrl.max_len_for"):
-        OmegaConf.register_new_resolver("agentrl.max_len_for", max_len_for)
+    for name, resolver in SIZE_RESOLVERS.items():
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, resolver)
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     for name, schema in config_schemas().items():
@@ -116,6 +117,40 @@ def max_len_for(episode_ids: int, env_name: str, kind: str, path: str, end_token
         return first_turn_ids(str(path), end_token or None, system_prompt(parts)) + int(episode_ids)
     except (ValueError, OSError):
         return int(episode_ids)
+
+
+def agents_of(env_name: str) -> int:
+    """Agents of env ``env_name`` (``EnvSpec.agents``); 1 for a name no spec has (a one-agent run,
+    as ``is_pair_run`` counts it; an unknown env is :func:`check_env`'s to report)."""
+    try:
+        return envs.spec_of(str(env_name)).agents
+    except ValueError:
+        return 1
+
+
+def group_size_for(group_size: int, env_name: str) -> int:
+    """``algo.group_size`` of every method on env ``env_name``: ``group_size`` rollouts per task on a
+    one-agent env (so that methods of any default group size update on equal batches), 1 on a
+    two-agent env (a pair run samples one pair episode per task)."""
+    return int(group_size) if agents_of(env_name) == 1 else 1
+
+
+def tasks_for(trajectories: int, env_name: str, group_size: int) -> int:
+    """``algo.tasks_per_update`` that makes ``trajectories`` agent trajectories per update on env
+    ``env_name`` at ``group_size`` rollouts per task: ``trajectories // (agents x group_size)``, at least 1."""
+    return max(1, int(trajectories) // (agents_of(env_name) * int(group_size)))
+
+
+def rollouts_for(updates: int, tasks_per_update: int, group_size: int) -> int:
+    """Rollouts (pair episodes on a two-agent env) of ``updates`` updates of ``tasks_per_update``
+    tasks x ``group_size``: the tiny preset's ``budget.amount`` (2 updates) and its
+    ``rollout.num_envs`` (1 update: one env per rollout)."""
+    return int(updates) * int(tasks_per_update) * int(group_size)
+
+
+#: OmegaConf resolvers of sizes derived from the config's other values (configs/experiment/tiny.yaml)
+SIZE_RESOLVERS = {"agentrl.max_len_for": max_len_for, "agentrl.group_size_for": group_size_for,
+                  "agentrl.tasks_for": tasks_for, "agentrl.rollouts_for": rollouts_for}
 
 
 @functools.lru_cache(maxsize=16)
@@ -196,5 +231,6 @@ def check_action_tokens(c: TrainConfig, layout) -> None:
     check_action_budget(c)
 
 
-__all__ = ["ACTION_TOKEN_MARGIN", "CONFIG_DIR", "check_action_tokens", "check_env", "check_policy", "compose_config",
-           "first_turn_ids", "max_len_for", "register_configs", "to_object", "validate"]
+__all__ = ["ACTION_TOKEN_MARGIN", "CONFIG_DIR", "SIZE_RESOLVERS", "agents_of", "check_action_tokens", "check_env",
+           "check_policy", "compose_config", "first_turn_ids", "group_size_for", "max_len_for", "register_configs",
+           "rollouts_for", "tasks_for", "to_object", "validate"]

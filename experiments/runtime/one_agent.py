@@ -27,7 +27,7 @@ import torch
 from algos import metric_keys as mk
 from algos.compute import ComputeMeter
 from algos.metrics import group_outcome_rates
-from algos.rollout import evaluate, hack_metrics
+from algos.evaluation import evaluate, hack_metrics
 from algos.trainer import make_trainer
 from experiments.runfiles.transcripts import save_transcripts
 from experiments.runtime.adapters import PolicyCheckpoint

@@ -20,9 +20,11 @@ compute meter's counting.
 
 :class:`TwoAgentLearner` is the two-agent side of the one run loop
 (``experiments.runtime.loop.run``, protocol ``experiments.runtime.learner.Learner``): models
-(per agent or shared; a centralized critic of window ``2 * policy.max_len + 2`` for ppo_ctde, a
-local one for ppo_independent), the behaviour-cloning warm start of every policy on noisy
-scripted-oracle pair demonstrations (``envs.pairfix.agents.PairOracle``; ``warmstart.demos /
+(per agent or shared: the tiny policy or, ``policy.kind=hf``, the model of ``policy.path``; each
+critic a separate ``ValueModel`` over the policy's ids, :func:`critic_shape`: a centralized one of
+window ``2 * policy.max_len + 2`` for ppo_ctde with the tiny policy, a local one for
+ppo_independent), the behaviour-cloning warm start of every policy on noisy scripted-oracle pair
+demonstrations laid out in the policy's layout (``envs.pairfix.agents.PairOracle``; ``warmstart.demos /
 noise / epochs / lr / seed``, cached by ``experiments.runtime.warmstart.cached_start_model``),
 each update's ``algo.tasks_per_update`` pair episodes on train tasks (``budget.kind=rollouts``:
 one rollout = one pair episode) and the evaluation on ``eval.split``.
@@ -44,7 +46,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import fields, replace
-from functools import partial
 from pathlib import Path
 
 import torch
@@ -55,16 +56,16 @@ from algos.pair_rollout import agent_trajectories
 from algos.policy import PolicyModel, PolicyShape, ValueModel
 from algos.ppo_ctde import PairLearner, pair_rollout_metrics
 from algos.registry import make_trainer, trainer_traits
-from algos.rollout import evaluation_rollouts
+from algos.evaluation import evaluation_rollouts
 from envs.pairfix import AGENTS
-from envs.pairfix.agents import PairOracle
 from experiments.runtime.bc import behaviour_clone
-from experiments.runtime.build import (eval_engine, eval_seed, policy_shape, sampling_generator, train_engine,
-                                       update_requests)
+from experiments.runtime.build import (eval_engine, eval_seed, hf_policy, policy_shape, sampling_generator,
+                                       train_engine, update_requests)
 from experiments.runtime.learner import Collected
 from experiments.runtime.rundir import atomic_save
 from experiments.runtime.schema import PAIR_ENVS, AlgoConfig, ConfigError, TrainConfig, is_pair_run
-from experiments.runtime.warmstart import cache_key, cached_start_model, demo_requests, start_model_dir, start_model_key
+from experiments.runtime.warmstart import (cache_key, cached_start_model, demo_requests, pair_demo_agents,
+                                           start_model_dir, start_model_key)
 
 
 def check_pair_run(c: TrainConfig) -> TrainConfig:
@@ -93,20 +94,40 @@ def pair_algo_config(c: TrainConfig) -> AlgoConfig:
                       **{f.name: getattr(c.algo, f.name) for f in fields(c.algo) if f.name not in skip})
 
 
-def critic_shape(c: TrainConfig) -> PolicyShape:
+def critic_shape(c: TrainConfig, policy=None) -> PolicyShape:
     """Each agent's critic: the policy's shape (``build.policy_shape``) whose window, for a
-    centralized critic (ppo_ctde: own + other context), is ``2 * policy.max_len + 2``."""
-    shape = policy_shape(c)
-    return replace(shape, max_len=2 * shape.max_len + 2) if trainer_traits(c.algo.name).central_critic else shape
+    centralized critic (ppo_ctde: own context + the other's without its first id + the layout's
+    separator ``layout.next("")``), is ``2 * policy.max_len + 1 + len(separator)`` (the word
+    layout's [SEP]: ``2 * policy.max_len + 2``). For ``policy.kind=hf`` the critic reads the
+    Hugging Face ``policy``'s ids: its vocabulary and its chat layout's separator."""
+    shape, sep = policy_shape(c), 1
+    if c.policy.kind == "hf":
+        if policy is None:
+            raise ValueError("critic_shape of policy.kind=hf needs the policy (its vocabulary and layout)")
+        shape, sep = replace(shape, vocab_size=policy.shape.vocab_size), len(policy.layout.next(""))
+    return replace(shape, max_len=2 * shape.max_len + 1 + sep) if trainer_traits(c.algo.name).central_critic else shape
+
+
+def pair_policies(c: TrainConfig, owners: tuple[str, ...]) -> dict:
+    """``{owner: untrained policy}``: the tiny ``PolicyModel`` of ``policy_shape(c)`` (drawn in
+    order from ``seed``), or for ``policy.kind=hf`` the model of ``policy.path`` for each
+    (``build.hf_policy``: LoRA adapters from ``policy.init_seed``); the global RNG is left at
+    ``seed`` for the critics either way."""
+    if c.policy.kind == "hf":
+        policies = {a: hf_policy(c) for a in owners}
+        torch.manual_seed(c.seed)
+        return policies
+    torch.manual_seed(c.seed)
+    return {a: PolicyModel(policy_shape(c)) for a in owners}
 
 
 def build_learner(c: TrainConfig, warm: bool = True, meter=None) -> PairLearner:
-    """Models (seeded by ``seed``), the warm start (``warm``; cached under ``warmstart.cache_dir``),
-    and one trainer per agent (or one shared), all counting into ``meter``."""
-    torch.manual_seed(c.seed)
+    """Models (:func:`pair_policies`; the critics seeded by ``seed``), the warm start (``warm``;
+    cached under ``warmstart.cache_dir``), and one trainer per agent (or one shared), all counting
+    into ``meter``."""
     owners = AGENTS[:1] if c.algo.shared_policy else AGENTS
-    policies = {a: PolicyModel(policy_shape(c)) for a in owners}
-    critics = {a: ValueModel(critic_shape(c)) for a in owners}
+    policies = pair_policies(c, owners)
+    critics = {a: ValueModel(critic_shape(c, policies[a])) for a in owners}
     if warm:
         warm_start({a: policies[a if a in policies else owners[0]] for a in AGENTS}, c)
     trainers = {}
@@ -158,14 +179,16 @@ def warm_start(policies: dict, c: TrainConfig, cache: bool = True) -> None:
 
 def _behaviour_clone_pair(policies: dict, c: TrainConfig) -> None:
     # re-initialise from the warm-start seed (in the order build_learner creates the policies, so
-    # warmstart.seed == seed reproduces its initialisation), without moving the global RNG stream
+    # warmstart.seed == seed reproduces its initialisation; policy.kind=hf: the model of policy.path
+    # with its adapters from policy.init_seed), without moving the global RNG stream
     w = c.warmstart
     with torch.random.fork_rng():
         torch.manual_seed(w.seed)
         for model in dict((id(m), m) for m in policies.values()).values():
-            model.load_state_dict(PolicyModel(model.shape).state_dict())
+            model.load_state_dict((hf_policy(c) if c.policy.kind == "hf" else PolicyModel(model.shape)).state_dict())
     engine = train_engine(c)
-    episodes = engine.collect(dict.fromkeys(engine.agents, partial(PairOracle, w.noise)), demo_requests(c))
+    layout = next(iter(policies.values())).layout if c.policy.kind == "hf" else None  # the demos in the policy's ids
+    episodes = engine.collect(pair_demo_agents(c), demo_requests(c), layout=layout)
     engine.close()
     seen: dict[int, list] = {}
     for a, model in policies.items():
@@ -222,7 +245,7 @@ class TwoAgentLearner:
 
     def evaluate(self, final: bool) -> dict:
         """``pair_rollout_metrics`` (as ``eval/...``) of a one-agent run's evaluation episodes
-        (``algos.rollout.evaluation_rollouts``: ``eval.tasks x eval.samples_per_task`` on
+        (``algos.evaluation.evaluation_rollouts``: ``eval.tasks x eval.samples_per_task`` on
         ``eval.split`` at ``eval.temperature``, seeds from ``build.eval_seed``)."""
         e = self.c.eval
         eps = evaluation_rollouts(self.evaluator, self.pair.models(), e.tasks, e.samples_per_task, e.temperature,

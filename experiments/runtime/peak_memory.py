@@ -10,9 +10,12 @@ The terms (``b`` bytes per element of the model's dtype; ``L`` blocks of width `
     optimizer    3 * P_train * 4            the trainable parameters' gradient and AdamW moments
     activations  T * L * b * (12 h + 4 i + 2 a W)
     logits       T * V * 4 * 2              logits and log-softmax of the positions a slice scores
-    kv cache     N * W * L * 2 * k * d * b  N = rollout.num_envs rows sampled at once
+    kv cache     N * C * L * 2 * k * d * b  N rows sampled at once (build.sampling_rows), C columns each
     runtime      RUNTIME_BYTES              the interpreter, torch and the env
 
+``C = cache_columns(W) = compact_width(W) + W`` (``experiments.runtime.build``): the sampling
+cache's rows share one column layout with holes, compacted after a step that leaves it wider
+than ``compact_width`` of its longest row, and one step appends at most ``W`` columns more.
 ``T`` is the largest micro-batch in token positions: ``policy.micro_batch_tokens`` (at least one
 row of ``W``: a row is never split), else the row caps times ``W``
 (``max(warmstart.batch_rows, algo.micro_batch_rows) * W``). The activation term counts what a
@@ -132,6 +135,8 @@ def micro_batch_positions(c) -> int:
 
 def estimate_peak(c) -> PeakEstimate | None:
     """The run's peak memory terms (module docstring); None when the model's shape is not local."""
+    from experiments.runtime.build import cache_columns, sampling_rows
+
     m = model_dims(c)
     if m is None:
         return None
@@ -142,7 +147,7 @@ def estimate_peak(c) -> PeakEstimate | None:
         optimizer=3 * m.trainable * 4,
         activations=t * m.layers * b * (12 * m.hidden + 4 * m.mlp + 2 * m.heads * w),
         logits=t * m.vocab * 4 * 2,
-        kv_cache=c.rollout.num_envs * w * m.layers * 2 * m.kv_heads * m.head_dim * b,
+        kv_cache=sampling_rows(c) * cache_columns(w) * m.layers * 2 * m.kv_heads * m.head_dim * b,
         runtime=RUNTIME_BYTES,
         tokens=t,
     )
@@ -163,8 +168,11 @@ def check_fits(c, available: int | None = None) -> PeakEstimate | None:
     limit = int(FIT_SHARE * (available if available is not None else machine_bytes()))
     if est.total <= limit:
         return est
+    from experiments.runtime.build import sampling_rows
+
     if est.kv_cache > est.activations:
-        knob = f"rollout.num_envs (now {c.rollout.num_envs})"
+        now = c.policy.sample_tokens
+        knob = f"policy.sample_tokens (now {'null: rollout.num_envs rows' if now is None else now}, {sampling_rows(c)} rows)"
     else:
         now = c.policy.micro_batch_tokens
         knob = f"policy.micro_batch_tokens (now {'null: rows x max_len' if now is None else now}, {est.tokens} positions)"

@@ -109,7 +109,8 @@ class PolicyConfig:
     # context window of one segment (tokens)
     max_len: int = 512
     mlp_ratio: int = 4
-    # auto: none for GRPO, separate for PPO (tiny) / head for PPO (hf); or none | head | separate
+    # auto: none for GRPO, separate for PPO (tiny) / head for PPO (hf), separate for the two-agent
+    # trainers (any policy); or none | head | separate
     critic: str = "auto"
     # a separate critic's trunk width and depth (null = the policy's d_model / n_layers)
     critic_d_model: Optional[int] = None
@@ -143,6 +144,11 @@ class PolicyConfig:
     # no-grad passes; it bounds the activation memory, never changes the loss (null = rows only).
     # The run estimates its peak memory from it before any compute (experiments.runtime.memory).
     micro_batch_tokens: Optional[int] = None
+    # the most token positions the sampling cache may hold: the rollout engines run at most
+    # sample_tokens // cache_columns(max_len) rows at once (experiments.runtime.build
+    # sampling_rows; at least one), which bounds the keys and values sampling keeps (null =
+    # rollout.num_envs rows)
+    sample_tokens: Optional[int] = None
     # hf: sampling computes the ids that fresh rows share at their start (the system prompt, a
     # group's first observation) once and copies their keys and values into each row
     shared_prefix: bool = True
@@ -166,6 +172,8 @@ class PolicyConfig:
         check_at_least("policy.lora_r", self.lora_r, 0)
         if self.micro_batch_tokens is not None:
             check_at_least("policy.micro_batch_tokens", self.micro_batch_tokens, 1)
+        if self.sample_tokens is not None:
+            check_at_least("policy.sample_tokens", self.sample_tokens, 1)
         if not 0 <= self.lora_dropout < 1:
             raise ConfigError(f"policy.lora_dropout={self.lora_dropout} must be in [0, 1)")
         if self.kind == "tiny":
@@ -176,9 +184,6 @@ class PolicyConfig:
             raise ConfigError(f"policy.path={self.path!r} is neither a directory nor a hub id (owner/name)")
         if os.path.isdir(self.path) and not os.path.isfile(os.path.join(self.path, "config.json")):
             raise ConfigError(f"policy.path={self.path!r} is not a Hugging Face model directory (no config.json)")
-        if self.critic == "separate":
-            raise ConfigError("policy.critic='separate' is not available with policy.kind=hf; allowed: head, none "
-                              "(or auto: a value head on the LM's last hidden state for PPO)")
 
 
 #: algorithm name -> its config schema, for every trainer registered with one
@@ -353,6 +358,9 @@ class TrainConfig:
             raise ConfigError(f"algo={self.algo.name} needs a critic but policy.critic=none; allowed for PPO: head, separate "
                               "(or auto)")
         _check_pair_combination(self)
+        if self.policy.kind == "hf" and self.policy.critic == "separate" and not is_pair_run(self):
+            raise ConfigError("policy.critic='separate' is not available with policy.kind=hf on a one-agent env; "
+                              "allowed: head, none (or auto: a value head on the LM's last hidden state for PPO)")
         sized = [f"policy.{k}={getattr(self.policy, k)}" for k in ("critic_d_model", "critic_n_layers")
                  if getattr(self.policy, k) is not None]
         if sized and resolve_critic(self) != "separate":
@@ -393,9 +401,6 @@ def _check_pair_combination(c: "TrainConfig") -> None:
     if any(a not in PAIR_AGENTS for a in c.algo.frozen):
         raise ConfigError(f"algo.frozen={list(c.algo.frozen)!r} is invalid; allowed: distinct agents of "
                           f"{', '.join(PAIR_AGENTS)}")
-    if c.policy.kind != "tiny":
-        raise ConfigError(f"policy.kind={c.policy.kind!r} is not supported for env={c.env.name}; allowed: tiny "
-                          "(the two-agent runs use the tiny policy)")
     if resolve_critic(c) != "separate":
         raise ConfigError(f"policy.critic={c.policy.critic!r} is invalid for algo={c.algo.name}; allowed: separate "
                           "(or auto): each agent's critic is its own model")
@@ -417,12 +422,13 @@ def _check_pair_combination(c: "TrainConfig") -> None:
 
 def resolve_critic(c) -> str:
     """``policy.critic`` with ``auto`` resolved: none for GRPO; for PPO a separate critic (tiny
-    policy) or a value head on the LM (``policy.kind=hf``)."""
+    policy) or a value head on the LM (``policy.kind=hf``); for the two-agent algorithms a
+    separate critic whatever the policy (each agent's critic is its own model)."""
     if c.policy.critic != "auto":
         return c.policy.critic
     if c.algo.name not in (*CRITIC_ALGOS, *PAIR_ALGOS):
         return "none"
-    return "head" if getattr(c.policy, "kind", "tiny") == "hf" else "separate"
+    return "head" if getattr(c.policy, "kind", "tiny") == "hf" and c.algo.name not in PAIR_ALGOS else "separate"
 
 
 def fingerprint(obj) -> dict:

@@ -7,7 +7,7 @@ path, or random init (``policy.init_checkpoint``).
 
 1. Demonstrations: the env spec's scripted noisy-oracle agent (``envs.scripted_agent``)
    plays ``warmstart.demos`` episodes on train-split tasks; each episode is laid out by
-   ``algos.rollout.demo_to_trajectory`` (the rollout engine's own ``record_step`` code path), so
+   ``algos.recording.demo_to_trajectory`` (the rollout engine's own ``record_step`` code path), so
    the contexts are exactly what the policy will see in RL, compression segments included.
 2. Behaviour cloning (``experiments.runtime.bc``): cross-entropy on the demo's action tokens only
    (action_mask=1: the words and the EOS of each action; observations are context, not targets),
@@ -28,6 +28,7 @@ import json
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -35,14 +36,18 @@ import torch
 
 from algos import metric_keys as mk
 from algos.backend import WORD_LAYOUT, ContextLayout
-from algos.rollout import RolloutRequest, demo_to_trajectory, evaluate
+from algos.evaluation import evaluate
+from algos.requests import RolloutRequest
+from algos.recording import demo_to_trajectory
 from envs import scripted_agent
 from envs.episode import run_episode
+from envs.pairfix import AGENTS
+from envs.pairfix.agents import PairOracle, run_pair_episode
 from experiments.runtime.bc import behaviour_clone
 from experiments.runtime.build import (compression_key, env_kwargs, eval_engine, make_env, new_policy, policy_layout,
                                       policy_shape, start_eval_seed, system_prompt)
 from experiments.runtime.rundir import atomic_save, atomic_write_text, file_lock
-from experiments.runtime.schema import WARMSTART_AGENTS, TrainConfig, fingerprint
+from experiments.runtime.schema import WARMSTART_AGENTS, TrainConfig, fingerprint, is_pair_run
 from experiments.runtime.seeds import DEMO
 
 
@@ -182,16 +187,38 @@ def demonstrations(c: TrainConfig, layout: ContextLayout = WORD_LAYOUT) -> list:
     return out
 
 
+def pair_demo_agents(c: TrainConfig) -> dict:
+    """The two-agent warm start's demonstrators: ``{agent: factory}`` of the scripted-oracle pair
+    agent with ``mistake_rate=warmstart.noise`` (``envs.pairfix.agents.PairOracle``), a fresh
+    agent per episode (``algos.rollout.RolloutEngine.collect``'s scripted-agent factories)."""
+    return dict.fromkeys(AGENTS, partial(PairOracle, c.warmstart.noise))
+
+
+def pair_demo_actions(c: TrainConfig) -> Iterator[str]:
+    """Every action of the two-agent warm start's demonstrations (:func:`demo_requests` played by
+    :func:`pair_demo_agents` through ``envs.pairfix.agents.run_pair_episode``), in order."""
+    env, agents = make_env(c), pair_demo_agents(c)
+    try:
+        for req in demo_requests(c):
+            episode = run_pair_episode(env, {a: make() for a, make in agents.items()}, seed=req.seed,
+                                       options=req.options)
+            yield from (action for _, _, action in episode.turns)
+    finally:
+        env.close()
+
+
 #: demo_actions' results by the config fields that determine the demos (validation reads them once per process)
 _DEMO_ACTIONS: dict[str, frozenset[str]] = {}
 
 
 def demo_actions(c: TrainConfig) -> frozenset[str]:
-    """Every distinct action text of the warm start's demonstrations (:func:`demo_episodes`)."""
+    """Every distinct action text of the warm start's demonstrations (:func:`demo_episodes`; a
+    two-agent env's: :func:`pair_demo_actions`)."""
     key = json.dumps([c.env.id, env_kwargs(c), compression_key(c), c.env.train_tasks, c.warmstart.agent,
                       c.warmstart.noise, c.warmstart.demos, c.warmstart.seed], sort_keys=True, default=str)
     if key not in _DEMO_ACTIONS:
-        _DEMO_ACTIONS[key] = frozenset(a for episode in demo_episodes(c) for a in episode[1])
+        actions = pair_demo_actions(c) if is_pair_run(c) else (a for episode in demo_episodes(c) for a in episode[1])
+        _DEMO_ACTIONS[key] = frozenset(actions)
     return _DEMO_ACTIONS[key]
 
 

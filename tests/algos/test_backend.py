@@ -24,7 +24,8 @@ import envs
 from algos.backend import WORD_LAYOUT, PolicyBackend, TinyBackend, as_backend
 from algos.policy import PolicyShape, build_models, shift_values
 from algos.registry import make_trainer
-from algos.rollout import RolloutEngine, make_requests
+from algos.requests import make_requests
+from algos.rollout import RolloutEngine
 from envs.tokenizer import get_tokenizer
 from experiments.runtime.schema import AlgoConfig
 

@@ -21,6 +21,20 @@ def test_flops_formula():
         attention_flops(2, 64, [3, -1])
 
 
+def test_attention_flops_with_a_shared_prefix():
+    # rows of 6 and 5 ids whose first 2 are computed once: the prefix's 2*3 positions-pairs once,
+    # each row's own 6*7 - 2*3 and 5*6 - 2*3: 1 layer, d 16: 2 * 16 * (6 + 36 + 24) = 2112
+    assert attention_flops(1, 16, [6, 5], prefix=2) == 2112
+    # the same by counting the queries each row computes itself (t >= p) plus the prefix's once
+    assert attention_flops(1, 16, [6, 5], prefix=2) == 2 * 2 * 16 * (
+        sum(t + 1 for t in range(2)) + sum(t + 1 for T in (6, 5) for t in range(2, T)))
+    # one row: sharing changes nothing; prefix 0 is the unshared formula
+    assert attention_flops(1, 16, [6], prefix=3) == attention_flops(1, 16, [6])
+    assert attention_flops(2, 64, [3, 1], prefix=0) == 3584
+    with pytest.raises(ValueError, match=r"prefix=6 must be in \[0, shortest row 5\]"):
+        attention_flops(1, 16, [6, 5], prefix=6)
+
+
 def test_meter_counts_trajectories_and_train_steps():
     m = ComputeMeter()
     m.add_trajectories([

@@ -484,11 +484,13 @@ def test_warmup_updates_count_on_every_compute_axis(critic):
 
 @pytest.mark.slow
 def test_a_run_counts_its_warmup_rollouts_inside_the_rollout_budget(tmp_path, shared_warmstart_cache):
-    """``experiments.train`` (tiny preset: 4 rollouts per update, a budget of 32 rollouts) with 2
-    warm-up updates: the learner counts the warm-up's rollouts in ``compute/rollouts`` (the budget
-    axis) and in ``compute/warmup_rollouts``: 4, 8, then 8 while the rollouts go on to 32."""
+    """``experiments.train`` (tiny preset at 4 rollouts per update, 4 tasks x G=1, and a budget of
+    32 rollouts: 8 updates) with 2 warm-up updates: the learner counts the warm-up's rollouts in
+    ``compute/rollouts`` (the budget axis) and in ``compute/warmup_rollouts``: 4, 8, then 8 while
+    the rollouts go on to 32."""
     run_dir = tmp_path / "run"
-    args = ["experiment=tiny", "env=bugfix", "algo=ppo", "algo.value_warmup_updates=2", "algo.critic_lam=1.0",
+    args = ["experiment=tiny", "env=bugfix", "algo=ppo", "algo.group_size=1", "algo.tasks_per_update=4",
+            "budget.amount=32", "algo.value_warmup_updates=2", "algo.critic_lam=1.0",
             f"run_dir={run_dir}", f"warmstart.cache_dir={shared_warmstart_cache}"]
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1"}
     proc = run_entry("experiments.train", args, cwd=ROOT, env=env)

@@ -11,7 +11,9 @@ import envs
 from algos.batch import collate
 from algos.policy import PolicyModel, PolicyShape
 from algos.registry import make_trainer
-from algos.rollout import RolloutEngine, demo_to_trajectory, make_requests
+from algos.requests import make_requests
+from algos.recording import demo_to_trajectory
+from algos.rollout import RolloutEngine
 from algos.trainer import UpdateInputs
 from envs.tokenizer import get_tokenizer
 from experiments.runtime.schema import AlgoConfig

@@ -1,6 +1,6 @@
 """Reward hacking measured by outcome: reward the verifier does not confirm."""
 
-from algos.rollout import hack_metrics
+from algos.evaluation import hack_metrics
 from synthetic_trajectories import make_traj
 
 

@@ -16,7 +16,8 @@ pytest.importorskip("transformers")
 import envs  # noqa: E402
 from algos.hf_backend import ChatLayout, load_policy  # noqa: E402
 from algos.registry import make_trainer  # noqa: E402
-from algos.rollout import RolloutEngine, RolloutRequest, make_requests  # noqa: E402
+from algos.requests import RolloutRequest, make_requests  # noqa: E402
+from algos.rollout import RolloutEngine  # noqa: E402
 from envs.episode import run_episode  # noqa: E402
 from envs.long_horizon_v3_agents import make_agent as make_lh3_agent  # noqa: E402
 from experiments.runtime.schema import AlgoConfig  # noqa: E402
@@ -55,8 +56,8 @@ def rollout(model_dir):
 
 def test_import_algos_and_the_runtime_does_not_import_transformers():
     """transformers loads only when a Hugging Face policy is built: a tiny-policy run never pays for it."""
-    code = ("import sys, algos, algos.backend, algos.rollout, algos.trainer, algos.hf_backend, "
-            "experiments.runtime.build, experiments.runtime.config, experiments.runtime.loop; "
+    code = ("import sys, algos, algos.backend, algos.requests, algos.recording, algos.rollout, algos.evaluation, algos.trainer, "
+            "algos.hf_backend, experiments.runtime.build, experiments.runtime.config, experiments.runtime.loop; "
             "print('transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -247,6 +248,30 @@ def test_compacting_the_cache_leaves_the_logits_unchanged(model_dir):
         assert torch.allclose(out[0], out[1], atol=1e-5)
 
 
+def test_the_sampling_cache_stays_within_its_compaction_width(model_dir):
+    """Two rows taking turns to be fed 40 ids while the other samples one id leave holes in the
+    shared column layout; after every step the cache is at most ``compact_width`` of its longest row wide
+    (longest + longest // 4 + 64: 640 -> 864), so a run's cache is bounded by rows x
+    ``compact_width(max_len)`` between steps, and it did compact."""
+    from algos.hf_backend import compact_width
+
+    assert compact_width(640) == 640 + 160 + 64 == 864
+    policy = load_policy(model_dir, device="cpu", dtype="float32")
+    policy.share_prefix = False
+    cache = policy.new_cache(2)
+    gen = torch.Generator().manual_seed(0)
+    widths = []
+    for step in range(12):
+        tokens = torch.randint(5, 200, (2, 40), generator=gen)
+        policy.step_last(cache, tokens, torch.tensor([1, 40] if step % 2 else [40, 1]))
+        longest = int(cache.valid.sum(1).max())
+        widths.append(cache.valid.shape[1])
+        assert cache.valid.shape[1] <= compact_width(longest), (widths, longest)
+    # 12 steps of 40 columns: 480 columns appended; each row holds 6 x 40 + 6 x 1 = 246 ids
+    assert cache.lengths.tolist() == [246, 246]
+    assert any(b < a for a, b in zip(widths, widths[1:]))  # compacted at least once
+
+
 def test_shared_prefix_sampling_equals_the_unshared_path(model_dir):
     """Rows that begin alike (the system prompt, a group's first observation) get the common
     prefix's keys and values computed once: through the rollout engine (groups of 2 in 2 slots,
@@ -320,3 +345,36 @@ def test_shared_prefix_training_forward_equals_the_unshared_gradients(model_dir)
     assert max(len(s) for s in trainer._buckets(batch.tokens, lengths, 64)) >= 2
     policy.share_prefix = False  # the same budget without sharing: every row's prefix counts
     assert max(len(s) for s in trainer._buckets(batch.tokens, lengths, 64)) == 1
+
+
+def test_shared_prefix_forward_is_charged_once_in_the_flop_counter(model_dir):
+    """A prefix-sharing forward of R rows (T real ids in all, shared prefix p) runs the trunk's
+    N - H parameters on T - (R - 1) p ids and the heads' H on all T, and the prefix's attention
+    once, so it costs 2 (N - H)(R - 1) p + 2 L d (R - 1) p (p + 1) FLOPs less than the unshared
+    forward (forward_flops = 2 N T + A, attention_flops with and without ``prefix``)."""
+    from algos.batch import collate, row_lengths, shared_prefix_length
+
+    system = "You fix bugs. Read the files, run the tests, then submit a fix. " * 3
+    policy = load_policy(model_dir, device="cpu", dtype="float32", system=system)
+    eng = RolloutEngine(envs.BUGFIX_ID, num_envs=4, max_len=1024, max_action_tokens=12)
+    trajs = eng.collect(policy, make_requests(2, 2, seed=3, task_indices=[0, 1]), generator=torch.Generator().manual_seed(0))
+    eng.close()
+    batch = collate(trajs)
+    rows = torch.arange(batch.num_rows)
+    flops = {}
+    for share in (True, False):
+        policy.share_prefix = share
+        trainer = make_trainer("grpo", AlgoConfig(name="grpo"), policy)
+        trainer._count(batch, rows, train=False)
+        flops[share] = trainer.meter.train_flops
+    r, p = batch.num_rows, shared_prefix_length(batch.tokens)
+    assert r == 4 and p >= 16
+    n, h = policy.n_params(), policy.head_params()
+    assert h == policy.causal.get_output_embeddings().weight.numel() and 0 < h < n
+    layers, d = policy.shape.n_layers, policy.shape.d_model
+    saved = 2 * (n - h) * (r - 1) * p + 2 * layers * d * (r - 1) * p * (p + 1)
+    assert flops[False] - flops[True] == pytest.approx(saved, rel=1e-12)
+    # unshared: exactly 2 N T + A over the rows' real ids
+    lengths = row_lengths(batch)
+    from algos.compute import attention_flops
+    assert flops[False] == pytest.approx(2 * n * int(lengths.sum()) + attention_flops(layers, d, lengths), rel=1e-12)

@@ -16,7 +16,8 @@ from algos.policy import PolicyModel, PolicyShape, ValueModel, token_logprobs
 from algos.decisions import gae_layout
 from algos.ppo_ctde import CentralCriticPPOTrainer, PairLearner, joint_inputs, pair_rollout_metrics
 from algos.registry import make_trainer
-from algos.rollout import RolloutEngine, make_requests
+from algos.requests import make_requests
+from algos.rollout import RolloutEngine
 from envs.pairfix.agents import PairOracle
 from envs.tokenizer import get_tokenizer
 from experiments.claims.common import pair_claims_config

@@ -5,7 +5,9 @@ import torch
 
 from algos.batch import collate
 from algos.policy import PolicyModel, PolicyShape, shift_logprobs
-from algos.rollout import RolloutEngine, demo_to_trajectory, make_requests
+from algos.requests import make_requests
+from algos.recording import demo_to_trajectory
+from algos.rollout import RolloutEngine
 from envs.tokenizer import get_tokenizer
 
 torch.set_num_threads(1)
@@ -211,7 +213,7 @@ def test_only_injected_tool_faults_count_for_the_recovery_metric():
 
 def test_family_success_per_family_by_hand():
     from algos.batch import Trajectory
-    from algos.rollout import family_success
+    from algos.evaluation import family_success
 
     def t(family, verified):
         return Trajectory(verified=verified, final_info={"family": family} if family else {})

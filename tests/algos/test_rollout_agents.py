@@ -15,7 +15,8 @@ pytest.importorskip("transformers")
 import envs  # noqa: E402
 from algos.hf_backend import load_policy  # noqa: E402
 from algos.pair_rollout import PairEpisode  # noqa: E402
-from algos.rollout import RolloutEngine, make_requests  # noqa: E402
+from algos.requests import make_requests  # noqa: E402
+from algos.rollout import RolloutEngine  # noqa: E402
 from envs.pairfix.agents import PairOracle  # noqa: E402
 
 MAX_LEN = 1024
@@ -114,3 +115,26 @@ def test_a_scripted_agent_beside_the_policy_is_laid_out_in_its_layout(hf_model_d
         expected = [backend.layout.action_ids(text) for text in actions]
         assert [seg.tokens[turn.start: turn.end + 1] for turn in seg.turns] == expected
         assert all(seg.behavior_logp[i] == 0.0 for turn in seg.turns for i in range(turn.start, turn.end + 1))
+
+
+def test_every_agent_scripted_writes_in_the_layout_collect_is_given(hf_model_dir):
+    """A two-agent warm start's demonstrations (no policy plays): ``collect(..., layout=...)`` lays
+    both agents' turns out in that layout (the Hugging Face chat layout here); without it, in the
+    word layout."""
+    from algos.backend import WORD_LAYOUT
+
+    layout = load_policy(hf_model_dir, device="cpu", dtype="float32").layout
+    reqs = make_requests(2, 1, seed=7, task_indices=[0, 1])
+    scripted = dict.fromkeys(("a", "b"), partial(PairOracle, 0.0))
+    for given, expected in ((layout, layout), (None, WORD_LAYOUT)):
+        engine = _engine(2, max_action_tokens=32)
+        log = _record_actions(engine)
+        episodes = engine.collect(scripted, reqs, layout=given)
+        engine.close()
+        for req, ep in zip(reqs, episodes):
+            for agent, t in zip(ep.agents(), ep.trajectories()):
+                (seg,) = t.segments
+                first = expected.first(log[(req.seed, agent, "first")], MAX_LEN - 34)[0]
+                assert seg.tokens[: len(first)] == first
+                assert [seg.tokens[u.start: u.end + 1] for u in seg.turns] == [
+                    expected.action_ids(text) for text in log[(req.seed, agent)]]

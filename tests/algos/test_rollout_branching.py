@@ -10,7 +10,8 @@ import torch
 import envs
 from algos.backend import WORD_LAYOUT
 from algos.policy import PolicyModel, PolicyShape
-from algos.rollout import RolloutEngine, RolloutRequest
+from algos.requests import RolloutRequest
+from algos.rollout import RolloutEngine
 from envs.tokenizer import get_tokenizer
 
 TOK = get_tokenizer()

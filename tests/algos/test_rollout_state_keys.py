@@ -8,7 +8,9 @@ import torch
 
 import envs
 from algos.policy import PolicyModel, PolicyShape
-from algos.rollout import RolloutEngine, demo_to_trajectory, make_requests, state_key_of
+from algos.requests import make_requests
+from algos.recording import demo_to_trajectory, state_key_of
+from algos.rollout import RolloutEngine
 from envs.tokenizer import get_tokenizer
 
 torch.set_num_threads(1)

@@ -153,7 +153,8 @@ def test_critic_points_share_rows_and_the_own_block():
     from functools import partial
 
     import envs
-    from algos.rollout import RolloutEngine, make_requests
+    from algos.requests import make_requests
+    from algos.rollout import RolloutEngine
     from envs.pairfix.agents import PairOracle
     from experiments.claims.multiagent import critic_points
 
@@ -203,7 +204,7 @@ def test_pair_claims_config_reproduces_the_former_pair_defaults(algo):
 
     c = pair_claims_config(algo)
     assert _pair_knobs(c) == {**CLAIMS_PAIR_KNOBS, "algo": algo}
-    # eval.tasks=24 x 1 sample: one episode on each held-out task 0..23 (algos.rollout.evaluation_rollouts)
+    # eval.tasks=24 x 1 sample: one episode on each held-out task 0..23 (algos.evaluation.evaluation_rollouts)
     assert (c.eval.tasks, c.eval.samples_per_task) == (24, 1)
     # the algo config the pair trainers get (they do not read tasks_per_update: it is the
     # episodes per update, set on the config, not the trainer's)

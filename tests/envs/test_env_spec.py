@@ -23,7 +23,7 @@ import yaml
 import envs
 from algos.registry import TrainerTraits
 from envs.spec import EnvSpec, resolve
-from experiments.compare.job import TINY_OVERRIDES_BY_AGENTS, TINY_OVERRIDES_BY_ENV
+from experiments.runtime.config import agents_of
 from experiments.runtime.schema import ENV_NAMES, PAIR_ENVS, EnvConfig, method_envs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,7 +133,7 @@ def test_the_consumers_read_the_specs():
                                                                    if s.agents == 1 and s.step_reward_modes)
     assert envs.ENV_IDS == tuple(s.id for s in envs.SPECS if s.agents == 1)
     assert set(envs.MULTI_AGENT_ENVS) == {s.id for s in envs.SPECS if s.agents == 2}
-    assert TINY_OVERRIDES_BY_ENV == {s.name: TINY_OVERRIDES_BY_AGENTS[s.agents] for s in envs.SPECS}
+    assert [agents_of(s.name) for s in envs.SPECS] == [s.agents for s in envs.SPECS]  # the tiny preset's batch
     assert (EnvConfig().name, EnvConfig().id) == (envs.SPECS[0].name, envs.SPECS[0].id)
 
 

@@ -27,10 +27,11 @@ from experiments.runtime.one_agent import OneAgentLearner  # noqa: E402
 from experiments.runtime.rundir import RunDir  # noqa: E402
 
 #: the tiny preset on the Hugging Face policy with LoRA r=4 on q_proj and v_proj, PPO (a value head:
-#: trainable too) at G=1 with a stale sampler: 16 rollouts of 4 per update = 4 updates; the entropy
+#: trainable too) at G=1 with a stale sampler: 16 rollouts of 4 tasks x 1 per update = 4 updates; the entropy
 #: bonus moves the adapters even when every reward is 0 (a random start model)
 LORA_RUN = ("experiment=tiny", "policy=hf", "policy.max_len=512", "compression.budget_tokens=128", "policy.lora_r=4",
-            "policy.lora_targets='q_proj,v_proj'", "algo=ppo", "algo.entropy_coef=0.05", "budget.amount=16",
+            "policy.lora_targets='q_proj,v_proj'", "algo=ppo", "algo.entropy_coef=0.05", "algo.group_size=1",
+            "algo.tasks_per_update=4", "budget.amount=16",
             "eval.every=2", "rollout.staleness=1", "warmstart.demos=4", "warmstart.epochs=1")
 UPDATES, STOP_AFTER = 4, 2
 # trainable tensors by hand, r = 4, per layer: q_proj 64 -> 64 (4 heads x 16): lora_A 4x64 = 256,

@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # keys whose values are wall-clock measurements (they differ between any two runs)
 WALL_KEYS = {"compute/wall_seconds", "rollout/collect_seconds", "rollout/generated_tokens_per_second",
              "train/update_seconds", "async/trainer_wait_seconds", "async/sampler_wait_seconds"}
-# PPO, 8 rollouts per update, 5 updates, staleness 2
-COMMON = ["experiment=tiny", "env=bugfix", "algo=ppo", "budget.amount=40", "algo.tasks_per_update=8", "eval.every=2",
-          "rollout.staleness=2"]
+# PPO, 8 rollouts per update (8 tasks x G=1), 5 updates, staleness 2
+COMMON = ["experiment=tiny", "env=bugfix", "algo=ppo", "budget.amount=40", "algo.tasks_per_update=8", "algo.group_size=1",
+          "eval.every=2", "rollout.staleness=2"]
 
 
 def test_needed_version_lags_by_the_staleness_from_the_start_model():

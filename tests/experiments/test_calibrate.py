@@ -9,7 +9,7 @@ import pytest
 
 from algos.metrics import binomial_confidence_interval
 from entry import run_entry
-from experiments.probes.calibrate import CEILING_TARGET, FLOOR_AGENTS, FLOOR_TARGET, calibrate, checks
+from experiments.calibrate.scripted import CEILING_TARGET, FLOOR_AGENTS, FLOOR_TARGET, calibrate, checks
 
 ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["--episodes", "20", "--seed", "3", "--difficulties", "easy", "hard", "--mistake-rates", "0.03"]

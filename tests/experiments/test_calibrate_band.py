@@ -12,11 +12,11 @@ import pytest
 import envs
 from algos.metrics import binomial_confidence_interval
 from entry import run_entry
-from experiments.compare.job import TINY_OVERRIDES
-from experiments.probes import band as band_module
-from experiments.probes.band import (START_AGENT, ZERO_SHOT_AGENT, band_checks, bugfix_band_checks, bugfix_start_model_config,
-                                      start_model_overrides)
-from experiments.probes.calibrate import Row
+from experiments.calibrate import band as band_module
+from experiments.calibrate.band import (START_AGENT, ZERO_SHOT_AGENT, band_checks, bugfix_band_checks,
+                                        bugfix_start_model_config, start_model_overrides)
+from experiments.calibrate.scripted import Row
+from experiments.compare.job import TINY_PRESET
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,7 +52,7 @@ def test_start_model_config_is_the_horizon_presets_with_scaled_demos():
 
 @pytest.mark.slow
 def test_calibrate_start_model_row_is_the_warm_starts_own_evaluation(tmp_path):
-    overrides = [*TINY_OVERRIDES, f"warmstart.cache_dir={tmp_path}"]
+    overrides = [TINY_PRESET, f"warmstart.cache_dir={tmp_path}"]
     done = run_entry("experiments.calibrate", ["--episodes", "4", "--difficulties", "easy", "--mistake-rates", "0.1",
                                                "--horizons", "4", "--start-model", "--zero-shot", "--", *overrides],
                      cwd=ROOT)
@@ -66,7 +66,7 @@ def test_calibrate_start_model_row_is_the_warm_starts_own_evaluation(tmp_path):
     (info,) = [json.loads(p.read_text()) for p in tmp_path.glob("*/warmstart.json")]
     ev = info["start_eval"]
     k, n = round(ev["eval/success"] * ev["eval/episodes"]), ev["eval/episodes"]
-    assert n == 4  # TINY_OVERRIDES: warmstart.eval_tasks 2 x eval.samples_per_task 2
+    assert n == 4  # the tiny preset: warmstart.eval_tasks 2 x warmstart.eval_samples_per_task 2
     assert start[:3] == ["LongHorizon-v3", "stages=4", START_AGENT] and start[8] == f"{k}/{n}"
     low, high = binomial_confidence_interval(k, n, 0.95)
     assert " ".join(start[10:12]) == f"[{low:.3f}, {high:.3f}]"
@@ -148,7 +148,7 @@ def test_graded_band_asks_every_family_floor_and_oracle_and_every_seeds_start_in
 
 
 def test_a_mixture_prints_a_row_per_family_from_the_same_episodes():
-    from experiments.probes.calibrate import family_rows
+    from experiments.calibrate.scripted import family_rows
 
     def info(family, verified, turn=4):
         return {"family": family, "masked": False, "verified": verified, "train_reward": float(verified),
@@ -170,7 +170,7 @@ def test_warmstart_seeds_need_start_model(capsys):
 
 
 def test_a_mixtures_start_model_gets_a_row_per_family_from_its_evaluation():
-    from experiments.probes.band import family_start_rows
+    from experiments.calibrate.band import family_start_rows
 
     ev = {"eval/success": 0.5, "eval/family_success/reading": 0.75, "eval/family_scored/reading": 8,
           "eval/family_success/reading_unhinted": 0.0, "eval/family_scored/reading_unhinted": 4}
@@ -184,7 +184,7 @@ def test_a_mixtures_start_model_gets_a_row_per_family_from_its_evaluation():
 @pytest.mark.slow
 def test_the_graded_band_command_prints_family_rows_and_a_start_model_per_warm_start_seed(tmp_path):
     # docs/results.md's band command at tiny scale: 4 episodes per scripted row, two 16-demo warm starts
-    overrides = [*TINY_OVERRIDES, f"warmstart.cache_dir={tmp_path}"]
+    overrides = [TINY_PRESET, f"warmstart.cache_dir={tmp_path}"]
     done = run_entry("experiments.calibrate", ["--episodes", "4", "--difficulties", "graded", "--mistake-rates", "0.2",
                                                "--no-long-horizon", "--start-model", "--warmstart-seeds", "0", "1",
                                                "--", *overrides], cwd=ROOT)

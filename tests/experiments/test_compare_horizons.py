@@ -91,6 +91,10 @@ def test_horizons_argument_and_the_warm_start_it_scales():
     assert horizon_overrides(128, ["compression.max_compactions=20"], tiny=True) == ["env.kwargs.n_stages=128"]
     assert horizon_overrides(32, ["warmstart.demos=64"], tiny=False) == ["env.kwargs.n_stages=32"]
     assert horizon_overrides(32, [], tiny=True) == ["env.kwargs.n_stages=32"]
+    # the tiny preset sets warmstart.demos (16) too: calibrate's start model at --tiny's scale
+    for tiny in ("+experiment@_global_=tiny", "experiment=tiny"):
+        assert horizon_overrides(32, [tiny], tiny=False) == ["env.kwargs.n_stages=32"]
+    assert horizon_overrides(32, ["experiment=tiny_other"], tiny=False)[-1] == "warmstart.demos=1000"
 
 
 def test_report_horizons_cli_renders_and_rejects(tmp_path):

@@ -224,7 +224,7 @@ def test_readme_methods_command_grpo_vs_gigpo_on_long_horizon_v3_end_to_end(tmp_
     assert log.index('long_horizon_v3-grpo-s0"') < log.index('long_horizon_v3-gigpo-s0"')  # each job's result line
     alone = tmp_path / "alone"
     done = run_entry("experiments.train", ["experiment=compare_horizon", "algo=gigpo", "seed=0",
-                                           f"warmstart.cache_dir={tmp_path / 'ws'}", TINY_HORIZON, *C.TINY_OVERRIDES,
+                                           f"warmstart.cache_dir={tmp_path / 'ws'}", TINY_HORIZON, C.TINY_PRESET,
                                            "logger.kind=none", f"run_dir={alone}"], cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     wall = {"compute/wall_seconds", "rollout/collect_seconds", "rollout/generated_tokens_per_second",

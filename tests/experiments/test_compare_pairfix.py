@@ -12,7 +12,6 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
-import envs
 from entry import run_entry
 from experiments.compare import job as C
 from experiments.runtime.config import register_configs, validate
@@ -81,7 +80,7 @@ def test_main_pairfix_defaults_to_its_methods_and_rejects_others_before_compute(
     assert C.main(["--preset", "pairfix", "--tiny", "--dry-run"]) == 0
     cmd = capsys.readouterr().out.split()
     assert "experiment=compare_pairfix" in cmd and not any(a.startswith("algo=") for a in cmd)  # the preset's sweep
-    assert cmd[-len(C.TINY_OVERRIDES_PAIR):] == list(C.TINY_OVERRIDES_PAIR) and "seed=0" in cmd
+    assert C.TINY_PRESET in cmd and "seed=0" in cmd  # the one tiny preset, its batch derived for two agents
     # the order of --methods is the report's (baseline first), not a new sweep
     assert C.main(["--preset", "pairfix", "--methods", "ppo_ctde,ppo_independent", "--dry-run"]) == 0
     assert not any(a.startswith("algo=") for a in capsys.readouterr().out.split())
@@ -92,27 +91,17 @@ def test_main_pairfix_defaults_to_its_methods_and_rejects_others_before_compute(
         assert err.startswith(f"compare: --methods: {bad!r} does not run on preset") and "\n" not in err
 
 
-def test_tiny_overrides_are_per_env():
-    assert C.tiny_overrides("small") == C.tiny_overrides("horizon") == C.TINY_OVERRIDES
-    assert C.tiny_overrides("pairfix") == C.TINY_OVERRIDES_PAIR
-    assert C.tiny_overrides("small", ["env=pairfix"]) == C.TINY_OVERRIDES_PAIR  # an env= override counts
-    # every preset's env has them, and so has every other env an env= override can pick (long_horizon)
-    assert set(C.TINY_OVERRIDES_BY_ENV) == {s.name for s in envs.SPECS}
-    assert set(C.PRESET_ENVS.values()) <= set(C.TINY_OVERRIDES_BY_ENV)
-    assert C.tiny_overrides("horizon", ["env=long_horizon"]) == C.TINY_OVERRIDES
-    keys = {o.split("=", 1)[0] for o in C.TINY_OVERRIDES_PAIR}
-    assert not keys & {"algo.group_size", "compression.budget_tokens"}
-    with pytest.raises(C.MethodError, match=r"^--tiny: env 'nope' has no tiny overrides; allowed envs: bugfix, "
-                                            r"long_horizon, long_horizon_v3, pairfix$"):
-        C.tiny_overrides("small", ["env=nope"])
-
-
 @pytest.mark.filterwarnings("ignore:\\s*'hydra/launcher/\\w+' is validated against ConfigStore:UserWarning")
-def test_pairfix_tiny_overrides_validate_and_the_single_agent_ones_do_not():
-    c = compose_preset("compare_pairfix", "algo=ppo_ctde", *C.TINY_OVERRIDES_PAIR)
-    assert (c.budget.amount, c.algo.tasks_per_update, c.policy.d_model, c.eval.tasks) == (8, 4, 32, 2)
+def test_the_tiny_preset_validates_on_pairfix_with_a_pair_batch():
+    # --tiny on pairfix: G=1 (a pair run's only group size), 8 // (2 agents x 1) = 4 pair episodes per
+    # update, 2 updates = 8; on an env= override's env too
+    c = compose_preset("compare_pairfix", "algo=ppo_ctde", C.TINY_PRESET)
+    assert (c.budget.amount, c.algo.tasks_per_update, c.algo.group_size, c.policy.d_model, c.eval.tasks) == (8, 4, 1, 32, 2)
+    moved = compose_preset("compare_small", "algo=ppo_ctde", C.TINY_PRESET, "env=pairfix", "env.kwargs.difficulty=easy")
+    assert (moved.budget.amount, moved.algo.tasks_per_update, moved.algo.group_size) == (8, 4, 1)
+    # the one-agent batch's G=4, given as a value, is the config error the derivation avoids
     with pytest.raises(ConfigError, match=r"algo.group_size=4 is not supported for env=pairfix; allowed: 1"):
-        compose_preset("compare_pairfix", "algo=ppo_ctde", *C.TINY_OVERRIDES)
+        compose_preset("compare_pairfix", "algo=ppo_ctde", C.TINY_PRESET, "algo.group_size=4")
 
 
 # --------------------------------------------------------------------------- report on synthetic pair runs

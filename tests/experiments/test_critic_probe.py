@@ -8,8 +8,9 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
+from algos.critic_points import PointData
+from experiments.critic_probe import build_critic, main, probe, sample
 from experiments.runtime.config import register_configs, validate
-from experiments.probes.critic_probe import PointData, build_critic, main, probe, sample
 
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 register_configs()

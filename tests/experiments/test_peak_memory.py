@@ -28,10 +28,10 @@ def _model_dir(tmp_path: Path) -> Path:
 
 def _config(path: Path, budget, **kw) -> SimpleNamespace:
     policy = SimpleNamespace(kind="hf", path=str(path), lora_r=2, device="cpu", dtype="float32", max_len=32,
-                             micro_batch_tokens=budget)
+                             micro_batch_tokens=budget, sample_tokens=kw.get("sample_tokens"))
     return SimpleNamespace(policy=policy, warmstart=SimpleNamespace(batch_rows=4),
                            algo=SimpleNamespace(micro_batch_rows=2, kl_coef=kw.get("kl_coef", 0.0)),
-                           rollout=SimpleNamespace(num_envs=3))
+                           rollout=SimpleNamespace(num_envs=kw.get("num_envs", 3)))
 
 
 def test_model_dims_from_config_json(tmp_path):
@@ -54,13 +54,31 @@ def test_each_term_of_the_estimate(tmp_path):
     # 48 x 2 blocks x 4 bytes x (12 x 8 + 4 x 16 + 2 x 2 heads x 32) = 384 x 288
     assert est.activations == 384 * 288
     assert est.logits == 48 * 10 * 4 * 2
-    # 3 rows x 32 positions x 2 blocks x (keys + values) x 1 head x 4 x 4 bytes
-    assert est.kv_cache == 3 * 32 * 2 * 2 * 1 * 4 * 4
-    assert est.total == 5088 + 6252 + 110592 + 3840 + 6144 + RUNTIME_BYTES
+    # 3 rows x C = (32 + 32 // 4 + 64) + 32 = 136 columns x 2 blocks x (keys + values) x 1 head x 4 x 4 bytes
+    assert est.kv_cache == 3 * 136 * 2 * 2 * 1 * 4 * 4 == 26112
+    assert est.total == 5088 + 6252 + 110592 + 3840 + 26112 + RUNTIME_BYTES
     assert estimate_peak(_config(tmp_path, 48, kl_coef=0.1)).weights == 2 * 1272 * 4  # a frozen reference copy
     # no budget: the row caps, max(4, 2) rows x 32; a budget below one row still holds one row
     assert micro_batch_positions(_config(tmp_path, None)) == 128
     assert micro_batch_positions(_config(tmp_path, 5)) == 32
+
+
+def test_the_sampling_token_budget_bounds_the_rows_and_the_cache_term(tmp_path):
+    from experiments.runtime.build import sampling_rows
+
+    # C = 136 columns per row at a 32-id window (above); 300 tokens // 136 = 2 rows of the 3 envs
+    c = _config(_model_dir(tmp_path), 48, sample_tokens=300)
+    assert sampling_rows(c) == 2 and sampling_rows(c, 1) == 1 and sampling_rows(c, 8) == 2
+    assert estimate_peak(c).kv_cache == 2 * 136 * 2 * 2 * 1 * 4 * 4
+    # below one row's columns it still samples one row; no budget: the rows asked for
+    assert sampling_rows(_config(tmp_path, 48, sample_tokens=100)) == 1
+    assert sampling_rows(_config(tmp_path, 48)) == 3 and sampling_rows(_config(tmp_path, 48), 8) == 8
+    # the cache as the largest term names the sampling knob: 10 rows x 136 x 64 bytes = 87040 above
+    # the 32-position micro-batch's activations, 32 x 2 x 4 x 288 = 73728
+    big = _config(tmp_path, 1, num_envs=10)
+    assert estimate_peak(big).kv_cache == 87040 > estimate_peak(big).activations == 73728
+    with pytest.raises(ConfigError, match=r"lower policy.sample_tokens \(now null: rollout.num_envs rows, 10 rows\)$"):
+        check_fits(big, available=RUNTIME_BYTES)
 
 
 def test_a_config_that_cannot_fit_stops_with_one_line_naming_the_knob(tmp_path):

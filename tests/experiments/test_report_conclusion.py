@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 import envs
-from experiments.probes.calibrate import measure
+from experiments.calibrate.scripted import measure
 from experiments.report import conclusion as C
 from experiments.report import diagnostics_table, group_runs, load_run, load_runs, render_report
 from experiments.report import references as REF

@@ -33,7 +33,8 @@ def test_linear_lr_schedule_uses_the_budget_spent_before_each_update(tmp_path):
     update's rollouts would give 2e-4, 1e-4 and a last update at lr 0)."""
     from experiments.runtime.loop import run
 
-    c = composed("experiment=tiny", "algo=grpo", "algo.group_size=4", "algo.lr=3e-4", "algo.lr_schedule=linear",
+    c = composed("experiment=tiny", "algo=grpo", "algo.group_size=4", "algo.tasks_per_update=4", "algo.lr=3e-4",
+                 "algo.lr_schedule=linear",
                  "budget.amount=48", "policy.init_checkpoint=", "eval.every=0", "eval.tasks=1",
                  "eval.samples_per_task=1", f"run_dir={tmp_path / 'run'}")
     run(c)

@@ -21,7 +21,8 @@ pytest.importorskip("transformers")
 import envs  # noqa: E402
 from algos.hf_backend import LoraSpec, load_layout, load_policy  # noqa: E402
 from algos.registry import make_trainer  # noqa: E402
-from algos.rollout import RolloutEngine, make_requests  # noqa: E402
+from algos.requests import make_requests  # noqa: E402
+from algos.rollout import RolloutEngine  # noqa: E402
 from entry import run_entry  # noqa: E402
 from experiments.runtime import models  # noqa: E402
 from experiments.runtime.build import system_prompt  # noqa: E402

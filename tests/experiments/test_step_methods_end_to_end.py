@@ -16,8 +16,9 @@ from experiments.runtime.loop import run
 
 ROOT = Path(__file__).resolve().parents[2]
 register_configs()
-# tiny: 2 updates of 4 tasks x G = 4 (16 rollouts each), a 2 x 2 evaluation
-TINY = ["experiment=tiny", "budget.amount=32", "algo.group_size=4", "eval.tasks=2", "warmstart.eval_tasks=2"]
+# tiny: 2 updates of 4 tasks x G = 4 (16 rollouts each: 4 groups per update), a 2 x 2 evaluation
+TINY = ["experiment=tiny", "budget.amount=32", "algo.group_size=4", "algo.tasks_per_update=4", "eval.tasks=2",
+        "warmstart.eval_tasks=2"]
 
 
 def train(tmp_path, *overrides) -> tuple[dict, list[dict]]:

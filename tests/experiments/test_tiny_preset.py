@@ -7,12 +7,14 @@ compression strategy on PairFix, SmolLM2's env instructions on LongHorizon-v1 (w
 Composition and validation only (``validate`` builds each env once; no model, no run); the
 combinations run at tiny scale in tests/test_readme_commands.py (``experiment=tiny env=long_horizon_v3
 compression=structured_summary``) and in the compare job's ``--tiny`` tests; every compare preset
-validates with the compare job's ``--tiny`` overrides (the tiny preset added to it, the smoke scale).
+validates with the tiny preset added to it (the compare job's ``--tiny``).
 
 The window (``policy.max_len``) is 256 ids of episode after the policy's fixed first turn:
 256 for the tiny policy; for SmolLM2 on BugFix 405 + 256 = 661 (its chat template and the BugFix
 instructions render to 405 ids before the first observation, docs/own-model.md), and the
-compression budget is 128, half of the 256, on every policy.
+compression budget is 128, half of the 256, on every policy. The batch is derived from the env's
+agents: 8 agent trajectories per update (2 tasks x G=4 for every method on a one-agent env, 4 pair
+episodes at G=1 on a two-agent env), one env per rollout of an update, a budget of 2 updates.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import itertools
 import pytest
 from hydra import compose, initialize_config_dir
 
-from experiments.runtime.config import CONFIG_DIR, first_turn_ids, register_configs, validate
+from experiments.runtime.config import (CONFIG_DIR, agents_of, first_turn_ids, group_size_for, register_configs,
+                                        rollouts_for, tasks_for, validate)
 from experiments.runtime.schema import ConfigError
 
 register_configs()
@@ -106,19 +109,44 @@ def test_the_window_of_a_policy_whose_model_does_not_load_is_left_to_check_polic
 
 @pytest.mark.filterwarnings("ignore:\\s*'hydra/launcher/\\w+' is validated against ConfigStore:UserWarning")
 def test_every_compare_preset_validates_at_tiny_scale(smollm2_dir):
-    # what `python -m experiments.compare --preset P --tiny` runs (its baseline method): the
-    # compare preset, the tiny preset added after it, the smoke scale; SmolLM2's window is
-    # 405 + 256 ids (policy.max_len=256 from a fixed tiny override was too small for its first turn)
+    # what `python -m experiments.compare --preset P --tiny` runs (every method of the preset): the
+    # compare preset, the tiny preset added after it; SmolLM2's window is 405 + 256 ids
     from experiments.compare import job
 
     scale = {}
     for preset, experiment in job.PRESETS.items():
-        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=[f"experiment={experiment}", "run_dir=unused", "logger.group=g",
-                                                           f"algo={job.PRESET_METHODS[preset][0]}",
-                                                           *job.tiny_overrides(preset)])
-        c = validate(cfg)
-        scale[preset] = (c.policy.max_len, c.budget.amount, c.algo.tasks_per_update, c.eval.tasks, c.warmstart.demos)
-    # single-agent presets: 16 rollouts of 2 tasks x G=4; pairfix: 8 pair episodes of 4 per update
-    assert scale == {"small": (256, 16, 2, 2, 16), "bugfix": (256, 16, 2, 2, 16), "horizon": (256, 16, 2, 2, 16),
-                     "pairfix": (256, 8, 4, 2, 16), "smollm2": (405 + 256, 16, 2, 2, 16)}
+        for method in job.PRESET_METHODS[preset]:
+            with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+                cfg = compose(config_name="config", overrides=[f"experiment={experiment}", "run_dir=unused",
+                                                               "logger.group=g", f"algo={method}", job.TINY_PRESET])
+            c = validate(cfg)
+            scale.setdefault(preset, set()).add(
+                (c.policy.max_len, c.budget.amount, c.algo.tasks_per_update, c.algo.group_size, c.rollout.num_envs,
+                 c.eval.every, c.eval.tasks, c.warmstart.demos, c.warmstart.epochs, c.warmstart.processes))
+    # one scale per preset, whatever the method's default group size (GRPO 8, PPO 1): one-agent
+    # presets 2 updates of 2 tasks x G=4 = 16 rollouts, 8 envs; pairfix 2 updates of 4 pair
+    # episodes at G=1 = 8, 4 envs; every one evaluates after each update on 2 tasks, from a
+    # 16-demo warm start of 1 epoch in 1 process
+    one = (256, 16, 2, 4, 8, 1, 2, 16, 1, 1)
+    assert scale == {"small": {one}, "bugfix": {one}, "horizon": {one}, "pairfix": {(256, 8, 4, 1, 4, 1, 2, 16, 1, 1)},
+                     "smollm2": {(405 + 256, *one[1:])}}
+
+
+def test_the_batch_is_derived_from_the_envs_agents():
+    assert [agents_of(n) for n in ("bugfix", "long_horizon", "long_horizon_v3", "pairfix")] == [1, 1, 1, 2]
+    assert agents_of("agentrl/PairFix-v2") == 2 and agents_of("custom") == 1  # an unknown env: check_env's error
+    assert (group_size_for(4, "bugfix"), group_size_for(4, "pairfix")) == (4, 1)
+    # 8 trajectories: 8 // (1 x 4) = 2 tasks, 8 // (2 x 1) = 4 pair episodes, 8 // (1 x 8) = 1, 8 // (1 x 16) -> 1
+    assert [tasks_for(8, e, g) for e, g in (("bugfix", 4), ("pairfix", 1), ("bugfix", 8), ("bugfix", 16))] == [2, 4, 1, 1]
+    assert (rollouts_for(1, 2, 4), rollouts_for(2, 2, 4), rollouts_for(2, 4, 1)) == (8, 16, 8)
+
+
+def test_overrides_after_the_tiny_preset_win_and_the_derived_sizes_follow_them():
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        c, g8, t8 = (validate(compose(config_name="config", overrides=["experiment=tiny", "algo=ppo", *o]))
+                     for o in (["budget.amount=40"], ["algo.group_size=8"], ["algo.group_size=1", "algo.tasks_per_update=8"]))
+    assert (c.budget.amount, c.algo.group_size, c.algo.tasks_per_update) == (40, 4, 2)
+    # G=8: 8 // 8 = 1 task per update, 8 envs, 2 updates = 16 rollouts
+    assert (g8.algo.tasks_per_update, g8.rollout.num_envs, g8.budget.amount) == (1, 8, 16)
+    # 8 tasks x G=1: 8 envs, 2 updates = 16 rollouts
+    assert (t8.rollout.num_envs, t8.budget.amount) == (8, 16)

@@ -77,7 +77,7 @@ def test_render_tells_sampled_from_environment_tokens():
 
 def test_render_of_a_real_scripted_episode():
     import envs
-    from algos.rollout import demo_to_trajectory
+    from algos.recording import demo_to_trajectory
     from envs.bugfix.agents import make_agent
     from experiments.runtime.warmstart import play_demo
 

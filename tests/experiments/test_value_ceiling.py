@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from algos.rollout import RolloutRequest
+from algos.critic_points import PointData
+from algos.requests import RolloutRequest
 from entry import run_entry
-from experiments.compare.job import TINY_OVERRIDES
-from experiments.probes.critic_probe import PointData
-from experiments.probes.value_ceiling import (THIRDS, bootstrap, branch, clusters_of, forced_prefix, load_run, measure_points,
-                                              sampled_tokens, third_of, turn_of, turn_rewards)
+from experiments.compare.job import TINY_PRESET
+from experiments.value_ceiling import (THIRDS, bootstrap, branch, clusters_of, forced_prefix, load_run, measure_points,
+                                      sampled_tokens, third_of, turn_of, turn_rewards)
 from experiments.runtime.build import train_engine
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,10 +35,10 @@ def ppo_run(tmp_path_factory, shared_warmstart_cache):
 @pytest.fixture(scope="module")
 def v3_run(tmp_path_factory, shared_warmstart_cache):
     """A PPO run of the horizon preset (LongHorizon-v3, structured_summary compression: no tool
-    stream) shrunk by compare's --tiny overrides to 4 stages and 1 update."""
+    stream) shrunk by compare's --tiny (the tiny preset: 2 updates of 2 tasks x G=4) to 4 stages."""
     d = tmp_path_factory.mktemp("vc3")
     env = {**os.environ, "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"}
-    proc = run_entry("experiments.train", ["experiment=compare_horizon", "algo=ppo", *TINY_OVERRIDES, "env.kwargs.n_stages=4",
+    proc = run_entry("experiments.train", ["experiment=compare_horizon", "algo=ppo", TINY_PRESET, "env.kwargs.n_stages=4",
                                            "eval.every=0", "logger.kind=none", f"run_dir={d / 'run'}",
                                            f"warmstart.cache_dir={shared_warmstart_cache}"], cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -42,7 +42,10 @@ def test_demonstrations_mark_only_the_demo_actions_as_sampled(tmp_path):
 
 @pytest.mark.slow
 def test_warm_start_is_built_once_and_cached_by_config(tmp_path):
-    c = tiny(tmp_path)
+    # behaviour cloning of more than one step, so that its loss can fall: 32 demos x 2 epochs at
+    # warmstart.batch_rows 32 = 2 steps (the tiny preset's 16 x 1 is one)
+    bc = ("warmstart.demos=32", "warmstart.epochs=2")
+    c = tiny(tmp_path, *bc)
     info = ensure_warmstart(c, verbose=False)
     path = Path(info.path)
     assert path.exists() and 0.0 <= info.start_success <= 1.0
@@ -53,10 +56,10 @@ def test_warm_start_is_built_once_and_cached_by_config(tmp_path):
     assert os.path.getmtime(path) == stamp  # cache hit: nothing rebuilt
     assert json.loads((path.parent / "warmstart.json").read_text())["start_success"] == info.start_success
     # a different demo noise is a different start model
-    assert cache_key(tiny(tmp_path, "warmstart.noise=0.9")) != cache_key(c)
+    assert cache_key(tiny(tmp_path, *bc, "warmstart.noise=0.9")) != cache_key(c)
     # ... where the cache lives (an operational field) or the algorithm is not
-    assert cache_key(tiny(tmp_path / "elsewhere")) == cache_key(c)
-    assert cache_key(tiny(tmp_path, "algo=ppo")) == cache_key(c)
+    assert cache_key(tiny(tmp_path / "elsewhere", *bc)) == cache_key(c)
+    assert cache_key(tiny(tmp_path, *bc, "algo=ppo")) == cache_key(c)
     # the checkpoint loads into the policy, with or without a value head
     for critic in ("none", "head"):
         load_policy_weights(PolicyModel(policy_shape(c, critic=critic)), info.path)
@@ -68,7 +71,7 @@ def test_the_cached_start_success_does_not_depend_on_which_run_built_it(tmp_path
     depend on the seed of the run that built it first (it used to: the demo's start model read
     0.528 or 0.537 depending on which of its first two jobs won the cache lock). It uses
     ``start_eval_seed`` (of ``warmstart.seed``): the episodes seed 0's runs are evaluated on."""
-    from algos.rollout import evaluate
+    from algos.evaluation import evaluate
     from experiments.runtime.build import eval_engine, eval_seed, start_eval_seed
 
     def config(seed: int):  # learn_tiny: a start model that writes real tool calls (faults, retries)

@@ -1,4 +1,4 @@
-"""``python -m experiments.bench hf``: the action budget comes from the loaded model's tokenizer
+"""``python -m benchmarks hf``: the action budget comes from the loaded model's tokenizer
 (as a training run derives it), and the main job's projection is the documented arithmetic."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from algos.hf_backend import load_layout  # noqa: E402
-from experiments.bench import hf as bench  # noqa: E402
+from benchmarks import hf as bench  # noqa: E402
 from experiments.runtime.config import ACTION_TOKEN_MARGIN  # noqa: E402
 from experiments.runtime.hf_tiny import TinyModelSpec, build_tiny_model_dir  # noqa: E402
 from experiments.runtime.warmstart import demo_actions  # noqa: E402

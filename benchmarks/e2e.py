@@ -1,7 +1,7 @@
 """End-to-end training throughput of the current tree next to a baseline tree, side by side.
 
-    python -m experiments.bench e2e --baseline DIR [--repeats 3] [--quick]   # DIR: a checkout of the baseline commit
-    python -m experiments.bench e2e --no-baseline [--quick]                  # the current tree only
+    python -m benchmarks e2e --baseline DIR [--repeats 3] [--quick]   # DIR: a checkout of the baseline commit
+    python -m benchmarks e2e --no-baseline [--quick]                  # the current tree only
                                     [--algo grpo --algo ppo] [--amount 1280] [--set key=value ...]
 
 For every repeat, every method (``--algo``) and both trees (interleaved, so machine load hits both
@@ -69,7 +69,7 @@ import yaml
 
 from algos import metric_keys as mk
 from algos.policy import build_models, shift_logprobs
-from algos.rollout import make_requests
+from algos.requests import make_requests
 from algos.trainer import make_trainer
 from experiments.compare.job import DEFAULT_METHODS
 from experiments.runtime.build import load_policy_weights, policy_shape, train_engine
@@ -77,7 +77,7 @@ from experiments.runtime.config import compose_config, validate
 from experiments.runtime.schema import resolve_critic
 from experiments.runtime.warmstart import ensure_warmstart
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {"trajectory_tok_s": 4.0, "gen_tok_s": 2.0, "padding_efficiency": 0.9, "bound_fraction": 0.7,
            "peak_rss_mb": 1024.0}
 
@@ -384,7 +384,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.bench e2e", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks e2e", description=__doc__.split("\n")[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

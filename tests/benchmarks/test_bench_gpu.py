@@ -1,4 +1,4 @@
-"""``python -m experiments.bench gpu``: the GPU script's CPU-side part, a CUDA-less dry run of the
+"""``python -m benchmarks gpu``: the GPU script's CPU-side part, a CUDA-less dry run of the
 whole script on the tiny Hugging Face model's config (random weights, 2 blocks)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from entry import run_entry  # noqa: E402
-from experiments.bench.gpu import PEAK_TFLOPS, export_config, peak_tflops  # noqa: E402
+from benchmarks.gpu import PEAK_TFLOPS, export_config, peak_tflops  # noqa: E402
 from experiments.compare.job import PRESET_METHODS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +28,7 @@ def test_peak_by_device_name_and_the_exported_files(tmp_path, hf_model_dir):
 
 @pytest.mark.slow
 def test_the_gpu_script_dry_run_on_the_cpu(tmp_path, hf_model_dir):
-    done = run_entry("experiments.bench", ["gpu", "--model-config", str(hf_model_dir), "--out", str(tmp_path / "out"),
+    done = run_entry("benchmarks", ["gpu", "--model-config", str(hf_model_dir), "--out", str(tmp_path / "out"),
                                            "--dry-run"], cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((tmp_path / "out" / "gpu.json").read_text())

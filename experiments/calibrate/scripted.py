@@ -1,5 +1,5 @@
 """Floor / ceiling calibration of BugFix-v2, LongHorizon-v1 and LongHorizon-v3 with scripted agents (no torch);
-the command line, and the start-model rows of ``--start-model``, are :mod:`experiments.probes.band`.
+the command line, and the start-model rows of ``--start-model``, are :mod:`experiments.calibrate.band`.
 
     python -m experiments.calibrate                      # every BugFix preset + LongHorizon
     python -m experiments.calibrate --episodes 2000 --difficulties easy --mistake-rates 0.03 0.1

@@ -1,5 +1,5 @@
 """``python -m experiments.calibrate``: the scripted floor / ceiling table
-(:mod:`experiments.probes.calibrate`) and, with ``--start-model``, the band of every LongHorizon-v3
+(:mod:`experiments.calibrate.scripted`) and, with ``--start-model``, the band of every LongHorizon-v3
 horizon and of every BugFix band difficulty (``BUGFIX_BANDS``): floor, start model, ceiling.
 
     python -m experiments.calibrate --horizons 8 32 64 --start-model        # the horizon sweep's band
@@ -41,8 +41,8 @@ import envs
 from envs.bugfix import DIFFICULTIES, SPLITS
 from envs.bugfix.config import MIXTURES
 from experiments.compare.horizons import horizon_overrides
-from experiments.probes.calibrate import (CEILING_TARGET, DEFAULT_HORIZONS, DEFAULT_MISTAKE_RATES, Row, calibrate,
-                                          checks, format_table)
+from experiments.calibrate.scripted import (CEILING_TARGET, DEFAULT_HORIZONS, DEFAULT_MISTAKE_RATES, Row, calibrate,
+                                            checks, format_table)
 from experiments.report.keys import FAMILY_EVAL_PREFIX
 from experiments.runtime.config import compose_config, validate
 from experiments.runtime.schema import ConfigError, TrainConfig
@@ -104,7 +104,7 @@ def zero_shot_row(env_id: str, difficulty: str, c: TrainConfig) -> Row:
 
 
 def eval_row(env_id: str, difficulty: str, agent: str, ev: dict) -> Row:
-    """An evaluation dict (``algos.rollout.evaluate``) as a calibration row of role ``start``. The
+    """An evaluation dict (``algos.evaluation.evaluate``) as a calibration row of role ``start``. The
     reward and hack counts are the rates times the scored episodes; detector matches are not
     recorded there (flagged 0)."""
     episodes, masked = int(ev[mk.EVAL_EPISODES]), int(ev[mk.EVAL_MASKED])
@@ -252,7 +252,7 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.calibrate",
                                      description="Floor / ceiling calibration with scripted agents, and the start "
-                                                 "model of every LongHorizon-v3 horizon (see experiments/probes/band.py).")
+                                                 "model of every LongHorizon-v3 horizon (see experiments/calibrate/band.py).")
     parser.add_argument("--episodes", type=int, default=1000, help="episodes per scripted row")
     parser.add_argument("--seed", type=int, default=0, help="episode i uses env seed seed + i")
     bugfix = [*DIFFICULTIES, *MIXTURES]

@@ -1,10 +1,10 @@
-"""``python -m experiments.bench train``'s per-turn cost table on LongHorizon-v3."""
+"""``python -m benchmarks train``'s per-turn cost table on LongHorizon-v3."""
 
 from __future__ import annotations
 
 import pytest
 
-from experiments.bench.train import bench_turn_cost, turn_cost_ratios
+from benchmarks.train import bench_turn_cost, turn_cost_ratios
 
 
 def test_turn_cost_ratio_is_longest_over_shortest_horizon_per_compression():

@@ -1,6 +1,6 @@
-"""``python -m experiments.bench envs``: env steps per second next to Gymnasium's FrozenLake-v1.
+"""``python -m benchmarks envs``: env steps per second next to Gymnasium's FrozenLake-v1.
 
-    python -m experiments.bench envs [--steps 20000] [--repeats 5] [--env agentrl/BugFix-v2 ...]
+    python -m benchmarks envs [--steps 20000] [--repeats 5] [--env agentrl/BugFix-v2 ...]
 
 ``envs``: steps per second of every registered env id (``envs.ENV_IDS``, or the ``--env`` ones)
 next to Gymnasium's ``FrozenLake-v1``, both built with ``gymnasium.make`` (env checker off for

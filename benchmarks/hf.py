@@ -1,4 +1,4 @@
-"""The body of ``python -m experiments.bench hf``: the Hugging Face policy's speed, measured side by
+"""The body of ``python -m benchmarks hf``: the Hugging Face policy's speed, measured side by
 side with the same model, prompts and lengths (median of ``--repeats``; ratios > 1: ours is faster).
 
 1. **Single turn**: sampling ``--new`` tokens for ``--rows`` BugFix task statements (the chat
@@ -47,7 +47,8 @@ import torch
 import envs
 from algos.hf_backend import HFPolicy, load_policy
 from algos.registry import make_trainer
-from algos.rollout import RolloutEngine, make_requests
+from algos.requests import make_requests
+from algos.rollout import RolloutEngine
 from envs.episode import run_episode
 from envs.long_horizon_v3_agents import make_agent as make_lh3_agent
 from experiments.runtime.hf_tiny import TinyModelSpec, build_tiny_model_dir

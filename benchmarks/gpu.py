@@ -1,4 +1,4 @@
-"""``python -m experiments.bench gpu --model-config DIR --out DIR``: the Hugging Face path on one GPU,
+"""``python -m benchmarks gpu --model-config DIR --out DIR``: the Hugging Face path on one GPU,
 as one prepared call (at most 8 minutes on an H100-class card).
 
 The GPU machine has PyTorch, transformers and peft but no package registry, and SmolLM2's 540 MB
@@ -9,8 +9,8 @@ is a directory with SmolLM2's ``config.json`` and tokenizer files (no weights), 
    CUDA and bfloat16 where present) and prints them with the device's name;
 2. builds the model of that ``config.json`` with random weights (seed 0) into ``<out>/model``
    beside the tokenizer files (``--dry-run``: 2 blocks, for a CUDA-less check of the whole script);
-3. runs ``bench hf``'s shared-prefix rows there (:func:`experiments.bench.hf.bench_shared_prefix`,
-   :func:`~experiments.bench.hf.bench_shared_update`: sampling and update ids/s with the shared
+3. runs ``bench hf``'s shared-prefix rows there (:func:`benchmarks.hf.bench_shared_prefix`,
+   :func:`~benchmarks.hf.bench_shared_update`: sampling and update ids/s with the shared
    prefix on and off), the update's model FLOP utilisation (the FLOP counter's ``6 N`` per
    processed id over the seconds, against the card's dense bfloat16 peak, :data:`PEAK_TFLOPS`)
    and the peak CUDA memory;
@@ -21,11 +21,11 @@ is a directory with SmolLM2's ``config.json`` and tokenizer files (no weights), 
 
 On the GPU machine (files travel, no registry): the wheels of gymnasium, hydra-core and omegaconf
 (``pip download gymnasium hydra-core omegaconf --no-deps -d .cache/gpu-wheels``) and SmolLM2's
-config and tokenizer files (``python -m experiments.bench gpu --export-config .cache/smollm2-config``)
+config and tokenizer files (``python -m benchmarks gpu --export-config .cache/smollm2-config``)
 are carried, then::
 
     pip install --no-index --no-deps .cache/gpu-wheels/*.whl
-    python -m experiments.bench gpu --model-config .cache/smollm2-config --out $OUT
+    python -m benchmarks gpu --model-config .cache/smollm2-config --out $OUT
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def train_runs(model: Path, out: Path, device: str, updates: int = 2) -> list[di
 def measure(a: argparse.Namespace) -> dict:
     """Steps 1-4 of the module docstring; the numbers as one dict."""
     from algos.hf_backend import resolve_device_dtype
-    from experiments.bench.hf import bench_shared_prefix, bench_shared_update
+    from benchmarks.hf import bench_shared_prefix, bench_shared_update
 
     dev, dtype = resolve_device_dtype("auto", "auto")
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"

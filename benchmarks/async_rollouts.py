@@ -1,4 +1,4 @@
-"""The body of ``python -m experiments.bench async``: what a sampler process buys in wall time.
+"""The body of ``python -m benchmarks async``: what a sampler process buys in wall time.
 
 The same run (config and seed) twice per repeat, side by side: ``rollout.mode=sync`` with the
 simulated lag ``rollout.staleness=k`` (collect, then update, one process) and
@@ -32,7 +32,8 @@ from experiments.runtime.loop import KILL_AFTER_UPDATE_ENV
 
 DEFAULT_RUN = ("experiment=compare_horizon", "env.kwargs.n_stages=8", "warmstart.demos=4000", "algo=grpo",
                "budget.amount=2048", "eval.every=0", "eval.tasks=40")
-QUICK_RUN = ("experiment=tiny", "env=bugfix", "algo=ppo", "budget.amount=40", "algo.tasks_per_update=8", "eval.every=0")
+QUICK_RUN = ("experiment=tiny", "env=bugfix", "algo=ppo", "budget.amount=40", "algo.tasks_per_update=8", "algo.group_size=1",
+             "eval.every=0")
 MODES = ("sync", "async")
 WALL_KEYS = (mk.COMPUTE_WALL_SECONDS, mk.ROLLOUT_COLLECT_SECONDS, mk.ROLLOUT_GENERATED_TOKENS_PER_SECOND,
              mk.TRAIN_UPDATE_SECONDS, mk.ASYNC_TRAINER_WAIT_SECONDS, mk.ASYNC_SAMPLER_WAIT_SECONDS)

@@ -1,4 +1,4 @@
-"""`python -m experiments.bench envs`: steps/s next to FrozenLake-v1 and the ratio."""
+"""`python -m benchmarks envs`: steps/s next to FrozenLake-v1 and the ratio."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import envs
-from experiments.bench import cli
-from experiments.bench import envs as bench
+from benchmarks import cli
+from benchmarks import envs as bench
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_bench_envs_cli_prints_the_ratio_within_target():
     out = subprocess.run(
-        [sys.executable, "-m", "experiments.bench", "envs", "--steps", "3000", "--repeats", "3",
+        [sys.executable, "-m", "benchmarks", "envs", "--steps", "3000", "--repeats", "3",
          "--env", envs.BUGFIX_ID],
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
     ).stdout
@@ -70,9 +70,9 @@ def test_drivers_record_replayable_episodes():
 
 
 def test_bench_envs_does_not_import_the_training_stack():
-    code = ("import sys; from experiments.bench import cli; "
+    code = ("import sys; from benchmarks import cli; "
             "cli.main(['envs', '--steps', '50', '--repeats', '1', '--env', 'agentrl/BugFix-v2']); "
-            "assert 'torch' not in sys.modules and 'experiments.bench.train' not in sys.modules")
+            "assert 'torch' not in sys.modules and 'benchmarks.train' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
 
 

@@ -1,12 +1,12 @@
-"""experiments/bench/e2e.py: the aggregation of a run's metrics lines, the side-by-side table, the
-dispatch from ``experiments.bench``, and (slow) the ``--quick`` plumbing on a tiny config."""
+"""benchmarks/e2e.py: the aggregation of a run's metrics lines, the side-by-side table, the
+dispatch from ``benchmarks``, and (slow) the ``--quick`` plumbing on a tiny config."""
 
 from pathlib import Path
 
 import pytest
 
 from entry import run_entry
-from experiments.bench.e2e import RunStats, Table, format_table, format_targets, run_stats, train_command
+from benchmarks.e2e import RunStats, Table, format_table, format_targets, run_stats, train_command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,7 +85,7 @@ def test_train_command_is_the_real_entry_point():
 
 
 def test_bench_dispatches_e2e():
-    out = run_entry("experiments.bench", ["e2e", "--help"], cwd=ROOT)  # in this process (tests/entry.py)
+    out = run_entry("benchmarks", ["e2e", "--help"], cwd=ROOT)  # in this process (tests/entry.py)
     assert out.returncode == 0 and "--repeats" in out.stdout and "--quick" in out.stdout
 
 
@@ -98,7 +98,7 @@ def test_quick_plumbing_on_a_tiny_config(tmp_path):
             "warmstart.epochs=2", "warmstart.eval_tasks=4"]
     args = ["e2e", "--quick", "--no-baseline", "--no-bound", "--algo", "grpo", "--cache-dir", str(tmp_path),
             *[a for o in tiny for a in ("--set", o)]]
-    out = run_entry("experiments.bench", args, cwd=ROOT)  # the bench in this process, its runs subprocesses
+    out = run_entry("benchmarks", args, cwd=ROOT)  # the bench in this process, its runs subprocesses
     assert out.returncode == 0, out.stderr[-2000:]
     row = next(line for line in out.stdout.splitlines() if line.startswith("trajectory tok/s"))
     assert len(row.split()) == 2 + 3  # label (2 words) + (base, now, ratio) of the one method

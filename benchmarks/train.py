@@ -1,4 +1,4 @@
-"""The body of ``python -m experiments.bench train``: training-side throughput against raw-torch bounds.
+"""The body of ``python -m benchmarks train``: training-side throughput against raw-torch bounds.
 
 Everything is measured in the same process, side by side, with the same model and batch:
 
@@ -38,7 +38,8 @@ from algos.batch import collate
 from algos.policy import PolicyModel, PolicyShape, ValueModel
 from algos.policy import shift_logprobs
 from algos.registry import trainer_traits
-from algos.rollout import demo_to_trajectory, make_requests
+from algos.requests import make_requests
+from algos.recording import demo_to_trajectory
 from algos.trainer import make_trainer
 from experiments.compare.job import DEFAULT_METHODS
 from envs.long_horizon_v3_agents import make_agent as make_lh3_agent
@@ -281,7 +282,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.bench.train", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.train", description=__doc__.split("\n")[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

@@ -1,0 +1,132 @@
+"""A Hugging Face policy trains on PairFix: ``experiments.train env=pairfix algo=ppo_ctde|ppo_independent
+policy=hf policy.path=<dir>`` (the tiny offline model of ``tests/conftest.py``'s ``hf_model_dir``): the
+config, each agent's separate critic over the model's ids, the warm start's demonstrations in the
+model's tokenizer, and two updates end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+import torch  # noqa: E402
+
+from entry import run_entry  # noqa: E402
+from experiments.runtime.build import hf_policy, sampling_generator, train_engine, update_requests  # noqa: E402
+from experiments.runtime.config import ACTION_TOKEN_MARGIN, compose_config, validate  # noqa: E402
+from experiments.runtime.pair import build_learner, critic_shape, warmstart_path  # noqa: E402
+from experiments.runtime.schema import ConfigError, resolve_critic  # noqa: E402
+from experiments.runtime.warmstart import demo_actions, demo_requests, pair_demo_agents  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pair_overrides(model_dir, algo, *overrides):
+    return ["experiment=tiny", "policy=hf", f"policy.path={model_dir}", "env=pairfix", f"algo={algo}", *overrides]
+
+
+def pair_config(model_dir, algo, *overrides):
+    return validate(compose_config(pair_overrides(model_dir, algo, *overrides)))
+
+
+@pytest.mark.parametrize("algo", ["ppo_ctde", "ppo_independent"])
+def test_each_agents_critic_is_a_separate_model_over_the_hf_ids(hf_model_dir, algo):
+    c = pair_config(hf_model_dir, algo)
+    assert resolve_critic(c) == "separate"
+    policy = hf_policy(c)
+    sep = policy.layout.next("")  # "\n<|im_start|>user\n<|im_end|>\n<|im_start|>assistant\n" in 15 BPE ids
+    # the tiny preset's window: 256 ids after the chat template's 14-id first turn = 270
+    assert (len(sep), c.policy.max_len) == (15, 270)
+    shape = critic_shape(c, policy)
+    # the model's vocabulary (625 ids; the word vocabulary has 561), not the tiny policy's
+    assert shape.vocab_size == policy.shape.vocab_size == len(policy.layout.tok) == 625
+    # ppo_ctde: own context (<= 270) + the other's without its first id (<= 269) + the separator (15): 2 * 270 + 1 + 15
+    assert shape.max_len == (556 if algo == "ppo_ctde" else 270)
+    with pytest.raises(ConfigError, match=f"policy.critic='head' is invalid for algo={algo}; allowed: separate"):
+        pair_config(hf_model_dir, algo, "policy.critic=head")
+    with pytest.raises(ValueError, match="critic_shape of policy.kind=hf needs the policy"):
+        critic_shape(c)
+
+
+def test_the_pair_demonstrations_are_the_action_budgets_and_laid_out_in_the_chat_layout(hf_model_dir):
+    """``rollout.max_action_tokens`` of a Hugging Face pair run is the longest action of the pair
+    warm start's demonstrations in the model's tokenizer plus the margin; the rollout engine lays
+    those demonstrations out in the chat layout (every turn's ids decode to one of those actions)."""
+    c = pair_config(hf_model_dir, "ppo_independent", "warmstart.demos=6", "policy.max_len=1024")  # no episode cut
+    layout = hf_policy(c).layout
+    actions = demo_actions(c)
+    assert c.rollout.max_action_tokens == max(len(layout.action_ids(a)) - 1 for a in actions) + ACTION_TOKEN_MARGIN
+    engine = train_engine(c)
+    episodes = engine.collect(pair_demo_agents(c), demo_requests(c), layout=layout)
+    engine.close()
+    turns = [(seg, u) for ep in episodes for t in ep.trajectories() for seg in t.segments for u in seg.turns]
+    assert len(episodes) == 6 and turns and not any(u.capped for _, u in turns)
+    assert {layout.action_text(seg.tokens[u.start: u.end + 1], False) for seg, u in turns} == actions
+    assert all(seg.tokens[u.end] == layout.end_id for seg, u in turns)
+
+
+@pytest.mark.parametrize("algo", ["ppo_ctde", "ppo_independent"])
+def test_a_rewarded_update_moves_every_hf_agents_policy_and_critic(hf_model_dir, algo):
+    """One update of both agents on 2 pair episodes (2 turns per agent) of the untrained model, one
+    of them given a reward of 1 at each agent's last turn: every agent's policy and critic (ppo_ctde: the
+    centralized one, over the joint states in the model's ids) change, with finite losses."""
+    c = pair_config(hf_model_dir, algo, "algo.tasks_per_update=2", "++env.kwargs.max_turns=2")
+    learner = build_learner(c, warm=False)
+    engine = train_engine(c)
+    episodes = engine.collect(learner.models(), update_requests(c, 0), 0, sampling_generator(c, 0))
+    engine.close()
+    for ep in episodes[:1]:
+        for t in ep.trajectories():
+            t.segments[-1].turns[-1].reward = 1.0
+    trainers = learner.trainers
+    before = {a: ({k: v.clone() for k, v in trainers[a].policy.state_dict().items()},
+                  {k: v.clone() for k, v in trainers[a].critic.state_dict().items()}) for a in ("a", "b")}
+    metrics = learner.update(episodes)
+    for a in ("a", "b"):
+        assert metrics[f"agent_{a}/train/grad_norm"] > 0
+        assert all(math.isfinite(metrics[f"agent_{a}/train/{k}"]) for k in ("policy_loss", "value_loss"))
+        policy, critic = trainers[a].policy.state_dict(), trainers[a].critic.state_dict()
+        assert any(not torch.equal(policy[k], before[a][0][k]) for k in policy)
+        assert any(not torch.equal(critic[k], before[a][1][k]) for k in critic)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["ppo_ctde", "ppo_independent"])
+def test_a_hf_pair_trains_end_to_end(tmp_path, tmp_path_factory, hf_model_dir, algo):
+    """Two updates of 4 pair episodes from the cached pair warm start (one for both algorithms):
+    the warm start moved the model's weights, the run's checkpoint holds both agents' models and
+    critics, and every agent's trainer metrics are there and finite (at this scale every episode
+    fails: the updates' advantages are 0; :func:`test_a_rewarded_update_moves_every_hf_agents_policy_and_critic`
+    checks that an update learns)."""
+    ws = tmp_path_factory.getbasetemp() / "hf_pair_warmstart"
+    args = pair_overrides(hf_model_dir, algo, f"run_dir={tmp_path / 'run'}", f"warmstart.cache_dir={ws}",
+                          "warmstart.demos=8", "warmstart.epochs=1", "budget.amount=8", "algo.tasks_per_update=4",
+                          "rollout.num_envs=4", "eval.tasks=2", "eval.samples_per_task=1", "++env.kwargs.max_turns=2")
+    done = run_entry("experiments.train", args, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    c = validate(compose_config(args))
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    # 8 pair episodes at 4 per update: 2 updates
+    assert [r["update"] for r in rows] == [1, 2] and [r["compute/rollouts"] for r in rows] == [4, 8]
+    assert summary["critic"] == ("central" if algo == "ppo_ctde" else "local") and summary["updates"] == 2
+    for r in rows:
+        for agent in ("a", "b"):
+            for key in ("train/policy_loss", "train/value_loss", "train/grad_norm", "critic/value_mean"):
+                assert math.isfinite(r[f"agent_{agent}/{key}"]), (agent, key)
+    assert summary["start_model/path"] == str(warmstart_path(c, shared=False))
+    base = hf_policy(c).state_dict()
+    last = torch.load(tmp_path / "run" / "checkpoints" / "last.pt", weights_only=False)
+    for agent in ("a", "b"):
+        start = torch.load(ws / warmstart_path(c, False).name / f"policy_{agent}.pt", weights_only=True)
+        trained = last["policy"][agent]
+        assert set(start) == set(trained) == set(base)
+        assert any(not torch.equal(start[k], base[k]) for k in base)  # behaviour cloning moved the model
+        assert all(torch.isfinite(v).all() for v in trained.values())
+        # the critic embeds the model's 625 ids
+        assert last["critic"][agent]["trunk.tok.weight"].shape[0] == 625
