@@ -308,20 +308,28 @@ def test_common_prefix_length_leaves_each_row_an_id():
     assert common_prefix_length(t, torch.tensor([1, 5, 5])) == 0
 
 
-def test_shared_prefix_training_forward_equals_the_unshared_gradients(model_dir):
-    """The training forward computes the ids all rows begin with once (``HFPolicy._hidden``): on
-    rollouts with a common system prompt the log-probs of the sampled ids and every parameter's
-    gradient of their sum (one SGD step's direction) equal the unshared forward's within float
-    tolerance; and the trainer's token budget charges the prefix once per slice (more rows fit)."""
-    from algos.batch import collate, common_prefix_length, row_lengths
-    from algos.policy import token_logprobs
+def _system_prompt_batch(model_dir):
+    """A policy with a 3-sentence system prompt and the collated batch of 4 BugFix rollouts it
+    sampled (2 tasks x 2): rows that begin with the same prompt ids."""
+    from algos.batch import collate
 
     system = "You fix bugs. Read the files, run the tests, then submit a fix. " * 3
     policy = load_policy(model_dir, device="cpu", dtype="float32", system=system)
     eng = RolloutEngine(envs.BUGFIX_ID, num_envs=4, max_len=1024, max_action_tokens=12)
     trajs = eng.collect(policy, make_requests(2, 2, seed=3, task_indices=[0, 1]), generator=torch.Generator().manual_seed(0))
     eng.close()
-    batch = collate(trajs)
+    return policy, collate(trajs)
+
+
+def test_shared_prefix_training_forward_equals_the_unshared_gradients(model_dir):
+    """The training forward computes the ids all rows begin with once (``HFPolicy._hidden``): on
+    rollouts with a common system prompt the log-probs of the sampled ids and every parameter's
+    gradient of their sum (one SGD step's direction) equal the unshared forward's within float
+    tolerance; and the trainer's token budget charges the prefix once per slice (more rows fit)."""
+    from algos.batch import common_prefix_length, row_lengths
+    from algos.policy import token_logprobs
+
+    policy, batch = _system_prompt_batch(model_dir)
     assert common_prefix_length(batch.tokens, row_lengths(batch)) >= 16
     want = batch.action_mask > 0
     out = {}
@@ -352,14 +360,9 @@ def test_shared_prefix_forward_is_charged_once_in_the_flop_counter(model_dir):
     N - H parameters on T - (R - 1) p ids and the heads' H on all T, and the prefix's attention
     once, so it costs 2 (N - H)(R - 1) p + 2 L d (R - 1) p (p + 1) FLOPs less than the unshared
     forward (forward_flops = 2 N T + A, attention_flops with and without ``prefix``)."""
-    from algos.batch import collate, row_lengths, shared_prefix_length
+    from algos.batch import row_lengths, shared_prefix_length
 
-    system = "You fix bugs. Read the files, run the tests, then submit a fix. " * 3
-    policy = load_policy(model_dir, device="cpu", dtype="float32", system=system)
-    eng = RolloutEngine(envs.BUGFIX_ID, num_envs=4, max_len=1024, max_action_tokens=12)
-    trajs = eng.collect(policy, make_requests(2, 2, seed=3, task_indices=[0, 1]), generator=torch.Generator().manual_seed(0))
-    eng.close()
-    batch = collate(trajs)
+    policy, batch = _system_prompt_batch(model_dir)
     rows = torch.arange(batch.num_rows)
     flops = {}
     for share in (True, False):
