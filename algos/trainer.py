@@ -49,8 +49,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from algos import metric_keys as mk
-from algos.batch import (MIN_SHARED_PREFIX, Batch, Trajectory, collate, common_prefix_length, length_buckets,
-                         row_lengths, shared_prefix_length)
+from algos.batch import Batch, Trajectory, budget_buckets, collate, row_lengths, shared_prefix_length
 from algos.checks import pick
 from algos.compute import ComputeMeter, attention_flops
 from algos.corrections import CORRECTIONS, CorrectionParams, correct, mismatch_metrics
@@ -326,14 +325,10 @@ class Trainer:
         return batch, inputs
 
     def _buckets(self, tokens: torch.Tensor, lengths: torch.Tensor, rows_cap: int) -> list[torch.Tensor]:
-        """Length buckets of at most ``rows_cap`` rows and ``micro_batch_tokens`` positions each; a
-        ``share_prefix`` policy's common prefix ``p`` counts once: ``p + rows * (longest - p)``."""
-        budget, shared = self.micro_batch_tokens, 0
-        if budget is not None and getattr(self.policy, "share_prefix", False):
-            shared = common_prefix_length(tokens, lengths)
-            shared = shared if shared >= MIN_SHARED_PREFIX else 0
-        return length_buckets(lengths - shared, rows_cap,
-                              max_tokens=None if budget is None else max(1, budget - shared))
+        """Length buckets of at most ``rows_cap`` rows and ``micro_batch_tokens`` positions each
+        (:func:`algos.batch.budget_buckets`: a ``share_prefix`` policy's common prefix counts once)."""
+        return budget_buckets(tokens, lengths, rows_cap, self.micro_batch_tokens,
+                              getattr(self.policy, "share_prefix", False))
 
     def optimize(self, batch: Batch, inputs: UpdateInputs, adv: Advantages) -> dict:
         """``algo.epochs`` passes over the rows in ``algo.minibatches`` optimizer steps each (rows

@@ -41,7 +41,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from algos.batch import collate, length_buckets, row_lengths
+from algos.batch import budget_buckets, collate, row_lengths
 from algos.policy import token_logprobs
 
 
@@ -64,14 +64,17 @@ class BCData:
         return int(self.tokens.shape[0])
 
 
-def bc_micro_batches(lengths: torch.Tensor, idx: torch.Tensor, max_tokens: int | None = None) -> list[torch.Tensor]:
+def bc_micro_batches(lengths: torch.Tensor, idx: torch.Tensor, max_tokens: int | None = None,
+                     tokens: torch.Tensor | None = None, share_prefix: bool = False) -> list[torch.Tensor]:
     """The rows ``idx`` of one BC minibatch split into length buckets (``algos.batch.
-    length_buckets`` over ``lengths[idx]``, at most ``len(idx)`` rows and, with ``max_tokens``,
-    at most that many padded positions each), as row indices of the batch. Their union is ``idx``;
-    each is forwarded trimmed to its own longest row."""
+    budget_buckets`` over ``lengths[idx]``, at most ``len(idx)`` rows and, with ``max_tokens``,
+    at most that many padded positions each; with ``share_prefix`` and the batch's ``tokens``,
+    the ids the rows begin with count once, as the model's forward computes them once), as row
+    indices of the batch. Their union is ``idx``; each is forwarded trimmed to its own longest row."""
     if len(idx) == 0:
         return []
-    return [idx[s] for s in length_buckets(lengths[idx], len(idx), max_tokens=max_tokens)]
+    rows = tokens[idx] if tokens is not None else torch.zeros(len(idx), 0, dtype=torch.long)
+    return [idx[s] for s in budget_buckets(rows, lengths[idx], len(idx), max_tokens, share_prefix and tokens is not None)]
 
 
 def rank_share(lengths: torch.Tensor, idx: torch.Tensor, rank: int, world: int) -> torch.Tensor:
@@ -88,7 +91,7 @@ def _bc_loop(model: nn.Module, batch: BCData, epochs: int, lr: float, batch_rows
     """The BC loop of the module docstring on rank ``rank`` of ``world`` (``world > 1``: the
     process group is initialised). ``bucketed=False``: one padded forward per minibatch, rows in
     the permutation's order. Returns the minibatch losses ``L(B)``."""
-    lengths = batch.lengths
+    lengths, shared = batch.lengths, bool(getattr(model, "share_prefix", False))
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     gen = torch.Generator().manual_seed(seed)
@@ -105,7 +108,7 @@ def _bc_loop(model: nn.Module, batch: BCData, epochs: int, lr: float, batch_rows
             opt.zero_grad(set_to_none=True)
             total = torch.zeros(())
             share = rank_share(lengths, idx, rank, world)
-            for rows in (bc_micro_batches(lengths, share, max_tokens) if bucketed else [share]):
+            for rows in (bc_micro_batches(lengths, share, max_tokens, batch.tokens, shared) if bucketed else [share]):
                 width = int(lengths[rows].max())
                 tokens = batch.tokens[rows][:, :width]
                 mask = batch.action_mask[rows][:, :width]

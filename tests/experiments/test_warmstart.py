@@ -269,3 +269,18 @@ def test_each_single_agent_env_demonstrator_solves_its_env_at_zero_noise(tmp_pat
     wins = [run_episode(env, make_demo_agent(c.env.name, 0.0), seed=i, options={"task_index": i}).infos[-1]["verified"]
             for i in range(5)]
     assert wins == [1] * 5
+
+
+def test_bc_budget_counts_a_shared_prefix_once():
+    """A model whose forward computes the rows' common prefix once (``share_prefix``) has it
+    counted once by BC's token budget, as the update's: three rows of 30 ids sharing their first
+    20 fit two to a micro-batch under 40 positions (20 + 2 x 10), one each when every row's
+    prefix counts (2 x 30 = 60 > 40)."""
+    from experiments.runtime.bc import bc_micro_batches
+
+    tokens = torch.cat([torch.full((3, 20), 7), torch.arange(30).view(3, 10)], dim=1)
+    lengths, idx = torch.full((3,), 30), torch.arange(3)
+    shared = bc_micro_batches(lengths, idx, 40, tokens, share_prefix=True)
+    assert sorted(len(p) for p in shared) == [1, 2] and sorted(torch.cat(shared).tolist()) == [0, 1, 2]
+    assert [len(p) for p in bc_micro_batches(lengths, idx, 40, tokens, share_prefix=False)] == [1, 1, 1]
+    assert [len(p) for p in bc_micro_batches(lengths, idx, 40)] == [1, 1, 1]
