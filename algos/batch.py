@@ -271,15 +271,16 @@ def common_prefix_length(tokens: torch.Tensor, n: torch.Tensor) -> int:
     return limit if bool(same.all()) else int(torch.nonzero(~same)[0])
 
 
-def budget_buckets(tokens: torch.Tensor, lengths: torch.Tensor, max_rows: int, max_tokens: int | None = None,
+def budget_buckets(tokens: torch.Tensor | None, lengths: torch.Tensor, max_rows: int, max_tokens: int | None = None,
                    share_prefix: bool = False) -> list[torch.Tensor]:
     """:func:`length_buckets` of right-padded rows ``tokens [n, T]`` (real ``lengths [n]``) under
     the token budget ``max_tokens``; for a ``share_prefix`` model (its forward computes the ids all
     rows begin with once) the rows' :func:`common_prefix_length` ``p`` (at least
-    :data:`MIN_SHARED_PREFIX`) counts once: a slice costs ``p + rows * (longest - p)`` positions.
-    The budget of behaviour cloning's and the update's micro-batches."""
+    :data:`MIN_SHARED_PREFIX`) counts once: a slice costs ``p + rows * (longest - p)`` positions
+    (``tokens=None``: no prefix is known, every row counts whole). The budget of behaviour
+    cloning's and the update's micro-batches."""
     shared = 0
-    if max_tokens is not None and share_prefix:
+    if max_tokens is not None and share_prefix and tokens is not None:
         shared = common_prefix_length(tokens, lengths)
         shared = shared if shared >= MIN_SHARED_PREFIX else 0
     return length_buckets(lengths - shared, max_rows, max_tokens=None if max_tokens is None else max(1, max_tokens - shared))

@@ -73,8 +73,8 @@ def bc_micro_batches(lengths: torch.Tensor, idx: torch.Tensor, max_tokens: int |
     indices of the batch. Their union is ``idx``; each is forwarded trimmed to its own longest row."""
     if len(idx) == 0:
         return []
-    rows = tokens[idx] if tokens is not None else torch.zeros(len(idx), 0, dtype=torch.long)
-    return [idx[s] for s in budget_buckets(rows, lengths[idx], len(idx), max_tokens, share_prefix and tokens is not None)]
+    rows = None if tokens is None else tokens[idx]
+    return [idx[s] for s in budget_buckets(rows, lengths[idx], len(idx), max_tokens, share_prefix)]
 
 
 def rank_share(lengths: torch.Tensor, idx: torch.Tensor, rank: int, world: int) -> torch.Tensor:
