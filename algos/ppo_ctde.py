@@ -301,10 +301,13 @@ class PairLearner:
                 "trainer": {a: t[a].state_dict() for a in self.owners}}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restores what :meth:`state_dict` returned (extra keys of ``state`` are ignored)."""
+        """Restores what :meth:`state_dict` returned (extra keys of ``state`` are ignored);
+        ``state["policy"] is None``: the policies are left as they are (restored by the caller from
+        another checkpoint form)."""
         for a in self.owners:
             t = self.trainers[a]
-            t.policy.load_state_dict(state["policy"][a])
+            if state["policy"] is not None:
+                t.policy.load_state_dict(state["policy"][a])
             t.critic.load_state_dict(state["critic"][a])
             t.load_state_dict(state["trainer"][a])
 

@@ -58,6 +58,7 @@ from algos.ppo_ctde import PairLearner, pair_rollout_metrics
 from algos.registry import make_trainer, trainer_traits
 from algos.evaluation import evaluation_rollouts
 from envs.pairfix import AGENTS
+from experiments.runtime.adapters import PolicyCheckpoint
 from experiments.runtime.bc import behaviour_clone
 from experiments.runtime.build import (eval_engine, eval_seed, hf_policy, policy_shape, sampling_generator,
                                        train_engine, update_requests)
@@ -220,6 +221,8 @@ class TwoAgentLearner:
         self.meter = ComputeMeter()
         self.warm = c.policy.init_checkpoint == "warmstart"
         self.pair = build_learner(c, warm=self.warm, meter=self.meter)
+        base = c.policy.path if c.policy.kind == "hf" else ""
+        self.checkpoints = {a: PolicyCheckpoint(self.pair.trainers[a].policy, base) for a in self.pair.owners}
         self.engine, self.evaluator = train_engine(c), eval_engine(c, eval_episodes(c))
         self.start_eval: dict | None = None
         self._lr = float("nan")
@@ -253,10 +256,17 @@ class TwoAgentLearner:
         return _eval_keys(pair_rollout_metrics(eps))
 
     def state_dict(self) -> dict:
-        return {**self.pair.state_dict(), "meter": self.meter.state_dict(), "start_eval": self.start_eval}
+        """The pair learner's state with each owner's policy in its checkpoint form
+        (``adapters.PolicyCheckpoint``: a LoRA policy keeps its trainable tensors and its base's
+        hash, not the base weights), the meter and the start model's evaluation."""
+        policies = {a: ck.state_dict() for a, ck in self.checkpoints.items()}
+        return {**self.pair.state_dict(), "policy": policies, "meter": self.meter.state_dict(),
+                "start_eval": self.start_eval}
 
     def load_state_dict(self, state: dict) -> None:
-        self.pair.load_state_dict(state)
+        for a, ck in self.checkpoints.items():
+            ck.load_state_dict(state["policy"][a])
+        self.pair.load_state_dict({**state, "policy": None})
         self.meter.load_state_dict(state["meter"])
         self.start_eval = state["start_eval"]
 

@@ -26,6 +26,15 @@ from experiments.runtime.warmstart import demo_actions, demo_requests, pair_demo
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def tensors_in(obj):
+    """Every tensor inside nested dicts / lists / tuples."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (dict, list, tuple)):
+        for v in (obj.values() if isinstance(obj, dict) else obj):
+            yield from tensors_in(v)
+
+
 def pair_overrides(model_dir, algo, *overrides):
     return ["experiment=tiny", "policy=hf", f"policy.path={model_dir}", "env=pairfix", f"algo={algo}", *overrides]
 
@@ -130,3 +139,58 @@ def test_a_hf_pair_trains_end_to_end(tmp_path, tmp_path_factory, hf_model_dir, a
         assert all(torch.isfinite(v).all() for v in trained.values())
         # the critic embeds the model's 625 ids
         assert last["critic"][agent]["trunk.tok.weight"].shape[0] == 625
+
+
+@pytest.mark.slow
+def test_a_lora_pair_checkpoints_its_adapters_and_resumes_to_the_same_numbers(tmp_path, tmp_path_factory, hf_model_dir,
+                                                                             monkeypatch):
+    """``ppo_ctde`` on PairFix with LoRA r=4 on q_proj and v_proj: each agent's policy in the run's
+    checkpoint is its trainable tensors and its base's path and hash (``adapters.PolicyCheckpoint``),
+    not the base weights; a run stopped after its first update and rerun gives the uninterrupted
+    run's metrics."""
+    from experiments.runtime import loop
+    from experiments.runtime.rundir import RunDir
+
+    ws = tmp_path_factory.getbasetemp() / "hf_pair_lora_warmstart"
+
+    def config(run):
+        return pair_config(hf_model_dir, "ppo_ctde", f"run_dir={run}", f"warmstart.cache_dir={ws}", "warmstart.demos=8",
+                           "warmstart.epochs=1", "budget.amount=8", "algo.tasks_per_update=4", "rollout.num_envs=4",
+                           "eval.tasks=2", "eval.samples_per_task=1", "++env.kwargs.max_turns=2", "policy.lora_r=4",
+                           "policy.lora_targets='q_proj,v_proj'")
+
+    full = tmp_path / "full"
+    loop.run(config(full))
+    last = torch.load(full / "checkpoints" / "last.pt", weights_only=False)
+    # per agent, r = 4 on each of 2 layers: q_proj 64 -> 64: A 4x64 + B 64x4 = 512; v_proj 64 -> 32:
+    # A 4x64 + B 32x4 = 384; 2 x 896 = 1792 in 8 tensors (the critic is a separate model)
+    for agent in ("a", "b"):
+        policy = last["policy"][agent]
+        assert policy["format"] == "trainable" and policy["base"]["path"] == str(hf_model_dir)
+        assert len(policy["tensors"]) == 8 and sum(t.numel() for t in policy["tensors"].values()) == 1792
+        assert "lm.base_model.model.lm_head.weight" in policy["frozen_keys"]
+    # the whole file, per agent: the adapters, its critic, and Adam's two moments of each; nothing of the base
+    critic = sum(t.numel() for t in last["critic"]["a"].values())
+    assert sum(t.numel() for t in tensors_in(last) if t.dim() > 0) == 2 * 3 * (1792 + critic)
+
+    part = tmp_path / "part"
+    write = RunDir.save_checkpoint
+
+    def stop_after_first(self, state):
+        write(self, state)
+        if state["update"] == 1:
+            raise KeyboardInterrupt  # what a SIGTERM does once the checkpoint is whole
+
+    monkeypatch.setattr(RunDir, "save_checkpoint", stop_after_first)
+    with pytest.raises(SystemExit):
+        loop.run(config(part))
+    monkeypatch.setattr(RunDir, "save_checkpoint", write)
+    loop.run(config(part))
+    a, b = RunDir(full).metrics(), RunDir(part).metrics()
+    wall = {k for k in a[0] if "seconds" in k or k.endswith("per_second")}
+    assert len(a) == len(b) == 2
+    for ra, rb in zip(a, b):
+        assert ra.keys() == rb.keys()
+        assert {k: (ra[k], rb[k]) for k in ra if k not in wall
+                and not (ra[k] == rb[k] or (isinstance(ra[k], float) and math.isclose(ra[k], rb[k], rel_tol=1e-6,
+                                                                                     abs_tol=1e-9)))} == {}
