@@ -143,8 +143,15 @@ def warmstart_key(c: TrainConfig, shared: bool) -> str:
     """The start-model cache key of the pair warm start: the one-agent warm start's key
     (``experiments.runtime.warmstart.cache_key``: env, policy shape, warm-start group, action cap,
     ...; not the run seed, not the algorithm) and what only the pair warm start has: one policy
-    per agent or one shared, and behaviour cloning in padded forwards (``bucketed=False``)."""
-    return start_model_key({"warmstart": cache_key(c), "shared": shared, "bc_bucketed": False})
+    per agent or one shared, and how behaviour cloning slices its minibatches (:func:`pair_bc_bucketed`)."""
+    return start_model_key({"warmstart": cache_key(c), "shared": shared, "bc_bucketed": pair_bc_bucketed(c)})
+
+
+def pair_bc_bucketed(c: TrainConfig) -> bool:
+    """Whether the pair warm start clones in length-bucketed micro-batches within
+    ``policy.micro_batch_tokens`` (set: the budget bounds what one forward holds) or in one padded
+    forward per minibatch (unset)."""
+    return c.policy.micro_batch_tokens is not None
 
 
 def warmstart_path(c: TrainConfig, shared: bool) -> Path:
@@ -196,7 +203,8 @@ def _behaviour_clone_pair(policies: dict, c: TrainConfig) -> None:
         seen.setdefault(id(model), []).extend(agent_trajectories(episodes, a))
     for k, (a, model) in enumerate(policies.items()):
         if id(model) in seen:
-            behaviour_clone(model, seen.pop(id(model)), w.epochs, w.lr, 16, w.seed + k, bucketed=False)
+            behaviour_clone(model, seen.pop(id(model)), w.epochs, w.lr, 16, w.seed + k, bucketed=pair_bc_bucketed(c),
+                            max_tokens=c.policy.micro_batch_tokens)
 
 
 # --------------------------------------------------------------------------------------------- the run loop's learner
@@ -288,4 +296,4 @@ class TwoAgentLearner:
 
 
 __all__ = ["TwoAgentLearner", "build_learner", "check_pair_run", "critic_shape", "eval_episodes",
-           "pair_algo_config", "pair_updates", "warm_start", "warmstart_key", "warmstart_path"]
+           "pair_algo_config", "pair_bc_bucketed", "pair_updates", "warm_start", "warmstart_key", "warmstart_path"]

@@ -194,3 +194,35 @@ def test_a_lora_pair_checkpoints_its_adapters_and_resumes_to_the_same_numbers(tm
         assert {k: (ra[k], rb[k]) for k in ra if k not in wall
                 and not (ra[k] == rb[k] or (isinstance(ra[k], float) and math.isclose(ra[k], rb[k], rel_tol=1e-6,
                                                                                      abs_tol=1e-9)))} == {}
+
+
+def test_the_pair_warm_start_clones_within_the_micro_batch_token_budget(hf_model_dir, monkeypatch):
+    """With ``policy.micro_batch_tokens`` set, the pair warm start's behaviour cloning forwards
+    length-bucketed micro-batches of at most that many padded positions (or one longer row), and
+    the budget is part of its cache key; unset, it forwards one padded minibatch of 16 rows."""
+    from experiments.runtime import pair
+    from experiments.runtime.warmstart import demo_requests
+
+    widths: list[tuple[int, int]] = []
+    budget = 600
+
+    def run(*overrides):
+        c = pair_config(hf_model_dir, "ppo_independent", "warmstart.demos=4", "warmstart.epochs=1", *overrides)
+        policies = pair.pair_policies(c, ("a", "b"))
+        for m in policies.values():
+            forward = m.forward_at
+            monkeypatch.setattr(m, "forward_at", lambda t, w, f=forward: (widths.append(tuple(t.shape)), f(t, w))[1])
+        pair.warm_start(policies, c, cache=False)
+        return c
+
+    # without the shared prefix counted once, a micro-batch's cost is its rows x its longest row
+    budgeted = run(f"policy.micro_batch_tokens={budget}", "policy.shared_prefix=false")
+    assert len(demo_requests(budgeted)) == 4 and widths
+    assert all(r * w <= budget or r == 1 for r, w in widths), widths
+    assert any(r > 1 for r, _ in widths)  # rows were put together, not one at a time
+    seen, widths[:] = len(widths), []
+    plain = run("policy.shared_prefix=false")
+    # 4 demos, each agent's trajectories (one per episode) in one padded minibatch per agent
+    assert [r for r, _ in widths] == [4, 4] and seen > 2
+    assert pair.pair_bc_bucketed(budgeted) and not pair.pair_bc_bucketed(plain)
+    assert pair.warmstart_key(budgeted, False) != pair.warmstart_key(plain, False)
