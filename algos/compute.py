@@ -91,17 +91,18 @@ class ComputeMeter:
     warmup_rollouts: int = 0
 
     def add_trajectories(self, trajectories, warmup: bool = False) -> None:
-        """Count collected rollouts: trajectories, or multi-agent episodes (one rollout each; tokens,
-        tool seconds and turns summed over their agents' ``trajectories()``); ``warmup``: they feed
-        a critic warm-up update (also counted in ``warmup_rollouts``)."""
+        """Count collected rollouts: trajectories, or multi-agent episodes (one rollout each; tokens
+        and turns summed over their agents' ``trajectories()``, tool seconds the episode's team
+        total, ``PairEpisode.tool_seconds``); ``warmup``: they feed a critic warm-up update (also
+        counted in ``warmup_rollouts``)."""
         for tr in trajectories:
             self.rollouts += 1
             self.warmup_rollouts += int(warmup)
             self.masked_rollouts += int(tr.masked)
+            self.tool_seconds += tr.tool_seconds
             for t in (tr.trajectories() if hasattr(tr, "trajectories") else (tr,)):
                 self.generated_tokens += t.generated_tokens
                 self.observation_tokens += t.observation_tokens
-                self.tool_seconds += t.tool_seconds
                 self.turns += t.turns
 
     def add_forward(self, n_params: int, tokens: int, attention: float = 0.0) -> None:

@@ -158,7 +158,7 @@ COMPUTE_OBSERVATION_TOKENS = _key(
 )
 COMPUTE_TOOL_SECONDS = _key(
     "compute/tool_seconds", "seconds", _ONE,
-    "simulated tool seconds spent during training rollouts",
+    "simulated tool seconds spent during training rollouts (a multi-agent episode: its team total once)",
     BOTH,
 )
 COMPUTE_TRAIN_FLOPS = _key(

@@ -67,6 +67,13 @@ class PairEpisode:
         return any(t.masked for t in self.trajectories())
 
     @property
+    def tool_seconds(self) -> float:
+        """The team's tool seconds: the env reports one cumulative team total, and each agent's
+        trajectory keeps the total at its own last observation, so the episode's is the largest
+        of those (not their sum)."""
+        return max((t.tool_seconds for t in self.trajectories()), default=0.0)
+
+    @property
     def final_info(self) -> dict:
         """The env's final info of the first agent that acted: the team's outcome (``verified``
         and the env's team keys), equal for every agent."""

@@ -57,12 +57,13 @@ def test_meter_counts_a_multi_agent_episode_as_one_rollout():
 
     m = ComputeMeter()
     a = PairTrajectory(generated_tokens=10, observation_tokens=30, tool_seconds=1.5, turns=3, agent="a")
-    b = PairTrajectory(generated_tokens=4, observation_tokens=6, tool_seconds=1.5, turns=2, agent="b", masked=True)
+    b = PairTrajectory(generated_tokens=4, observation_tokens=6, tool_seconds=2.0, turns=2, agent="b", masked=True)
     m.add_trajectories([PairEpisode({"a": a, "b": b}), PairEpisode({"a": a, "b": None})], warmup=True)
-    # 2 episodes (one masked: b's trajectory is); tokens 10 + 4 + 10, 30 + 6 + 30; tool seconds and
-    # turns summed over the agents that acted: 1.5 * 3 = 4.5, 3 + 2 + 3 = 8
+    # 2 episodes (one masked: b's trajectory is); tokens 10 + 4 + 10, 30 + 6 + 30; turns summed over
+    # the agents that acted, 3 + 2 + 3 = 8; tool seconds the team total of each episode (the latest
+    # agent's copy of it), 2.0 + 1.5 = 3.5, not every agent's copy summed (1.5 + 2.0 + 1.5 = 5.0)
     assert (m.rollouts, m.warmup_rollouts, m.masked_rollouts) == (2, 2, 1)
-    assert (m.generated_tokens, m.observation_tokens, m.tool_seconds, m.turns) == (24, 66, 4.5, 8)
+    assert (m.generated_tokens, m.observation_tokens, m.tool_seconds, m.turns) == (24, 66, 3.5, 8)
 
 
 def test_budget_stops_at_equal_cost():
