@@ -22,6 +22,7 @@ from pathlib import Path
 from algos import metric_keys as mk
 from experiments.report import ReportError
 from experiments.report.horizons import HORIZON_COLUMNS, horizon_rows, render_horizon_report
+from experiments.report.map import CHECK_PROB_KEY
 from experiments.runtime.loggers import make_logger
 
 #: decisions x demonstrations of the horizon preset's warm start (4000 demos at 8 decisions)
@@ -33,6 +34,11 @@ DEMO_DECISIONS = 32_000
 #: ends every demonstration at that limit (demo success 0.000). Above it the preset sets
 #: ``compression.max_compactions = horizon // 4``; the measured 8 / 32 / 64 sweeps keep the default.
 COMPACTION_CAP_HORIZON = 64
+#: the same with check lines on (``env.kwargs.check_prob`` > 0: a ``test : passed .`` line after a
+#: fix makes every segment longer): at 64 decisions and the default cap every demonstration ends at
+#: the 512-token limit (demo success and start model 0.000 at ``check_prob`` 0.5 and 1), at 32 none
+#: does; at the cap of 64 // 4 = 16 no demonstration reaches it
+COMPACTION_CAP_HORIZON_CHECKED = 32
 HORIZON_PRESET = "horizon"
 
 
@@ -64,15 +70,28 @@ def sets_demos(overrides: Sequence[str]) -> bool:
     return False
 
 
+def check_prob_of(overrides: Sequence[str]) -> float:
+    """The ``env.kwargs.check_prob`` the last override of it sets (any ``+`` / ``++`` prefix);
+    0 (the env's default) when none does."""
+    value = 0.0
+    for o in overrides:
+        key, _, text = o.lstrip("+").partition("=")
+        if key == CHECK_PROB_KEY:
+            value = float(text)
+    return value
+
+
 def horizon_overrides(horizon: int, overrides: Sequence[str], tiny: bool) -> list[str]:
     """The overrides of horizon ``horizon``'s sweep: ``env.kwargs.n_stages``, (unless the user,
     the tiny preset or ``--tiny`` sets it: :func:`sets_demos`) ``warmstart.demos = DEMO_DECISIONS //
-    horizon`` and, above :data:`COMPACTION_CAP_HORIZON` decisions (unless the user sets it),
-    ``compression.max_compactions = horizon // 4``."""
+    horizon`` and, above :data:`COMPACTION_CAP_HORIZON` decisions (above
+    :data:`COMPACTION_CAP_HORIZON_CHECKED` when ``overrides`` set a ``check_prob`` > 0: :func:`check_prob_of`)
+    unless the user sets it, ``compression.max_compactions = horizon // 4``."""
     out = [f"env.kwargs.n_stages={horizon}"]
     if not tiny and not sets_demos(overrides):
         out.append(f"warmstart.demos={max(1, DEMO_DECISIONS // horizon)}")
-    if horizon > COMPACTION_CAP_HORIZON and not any(o.startswith("compression.max_compactions=") for o in overrides):
+    served = COMPACTION_CAP_HORIZON_CHECKED if check_prob_of(overrides) > 0 else COMPACTION_CAP_HORIZON
+    if horizon > served and not any(o.startswith("compression.max_compactions=") for o in overrides):
         out.append(f"compression.max_compactions={horizon // 4}")
     return out
 
@@ -112,5 +131,5 @@ def run_horizons(horizons: Sequence[int], sweep_dir: Path, run_one, methods: Seq
     return 0
 
 
-__all__ = ["COMPACTION_CAP_HORIZON", "DEMO_DECISIONS", "HorizonError", "horizon_dir", "horizon_overrides", "parse_horizons", "run_horizons",
+__all__ = ["COMPACTION_CAP_HORIZON", "COMPACTION_CAP_HORIZON_CHECKED", "check_prob_of", "DEMO_DECISIONS", "HorizonError", "horizon_dir", "horizon_overrides", "parse_horizons", "run_horizons",
            "sets_demos"]

@@ -404,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return sweep_and_report(args, methods, seeds, sweep_dir, group, launcher, overrides)
 
     def one_horizon(sub: Path, h: int, *cell: str) -> int:
-        extra = horizon_overrides(h, args.overrides, args.tiny)
+        extra = horizon_overrides(h, [*args.overrides, *cell], args.tiny)
         return sweep_and_report(args, methods, seeds, sub, group, launcher, [*overrides, *cell, *extra])
     if settings:
         def one_cell(sub: Path, h: int, s) -> int:

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from entry import run_entry
-from experiments.compare.horizons import HorizonError, horizon_overrides, parse_horizons
+from experiments.compare.horizons import HorizonError, check_prob_of, horizon_overrides, parse_horizons
 from experiments.report import ReportError
 from experiments.report.horizons import detail_rows, render_horizon_report
 from report_fixtures import SEEDS, write_run
@@ -88,6 +88,13 @@ def test_horizons_argument_and_the_warm_start_it_scales():
     assert horizon_overrides(128, [], tiny=False) == ["env.kwargs.n_stages=128", "warmstart.demos=250",
                                                       "compression.max_compactions=32"]
     assert horizon_overrides(64, [], tiny=False) == ["env.kwargs.n_stages=64", "warmstart.demos=500"]  # default cap 8
+    # with check lines (check_prob > 0, the last override of it) the cap follows the horizon above 32
+    checked = ["env.kwargs.n_stages=64", "warmstart.demos=500", "compression.max_compactions=16"]
+    assert horizon_overrides(64, ["++env.kwargs.check_prob=0.5"], tiny=False) == checked
+    assert horizon_overrides(64, ["env.kwargs.check_prob=1", "+env.kwargs.check_prob=0"], tiny=False) == checked[:2]
+    assert horizon_overrides(32, ["++env.kwargs.check_prob=1"], tiny=False) == ["env.kwargs.n_stages=32",
+                                                                                 "warmstart.demos=1000"]
+    assert check_prob_of(["++env.kwargs.check_prob=0.5", "algo=grpo"]) == 0.5 and check_prob_of([]) == 0.0
     assert horizon_overrides(128, ["compression.max_compactions=20"], tiny=True) == ["env.kwargs.n_stages=128"]
     assert horizon_overrides(32, ["warmstart.demos=64"], tiny=False) == ["env.kwargs.n_stages=32"]
     assert horizon_overrides(32, [], tiny=True) == ["env.kwargs.n_stages=32"]
@@ -115,3 +122,21 @@ def test_compare_runs_one_sweep_per_horizon_then_the_horizon_report(tmp_path):
         assert (tmp_path / "sweep" / f"n{h}" / "report.md").is_file()
     text = (tmp_path / "sweep" / "horizons.md").read_text()
     assert "| 4 |" in text and "| 6 |" in text and (tmp_path / "sweep" / "horizons.png").is_file()
+
+
+def test_the_compaction_cap_of_a_checked_64_decision_cell_lets_its_demonstrations_finish():
+    """Why :data:`COMPACTION_CAP_HORIZON_CHECKED`: at 64 decisions with check lines, the default cap
+    of 8 compactions leaves the rest of an episode in one growing segment that reaches the policy's
+    512-id window before the 64 stages end (every demonstration stops at ``token_budget``); with the
+    cap :func:`horizon_overrides` sets (16) each demonstration ends by its submit."""
+    from experiments.runtime.config import compose_config, validate
+    from experiments.runtime.warmstart import demonstrations
+
+    def stops(*extra):
+        over = ["experiment=compare_horizon", "++env.kwargs.check_prob=1", "logger.group=t", "run_dir=unused", *extra]
+        c = validate(compose_config([*over, *horizon_overrides(64, over, tiny=False), "warmstart.demos=2"]))
+        return [(t.stop_reason, len(t.segments)) for t in demonstrations(c)]
+
+    # 64 fixes, a check line after each: 16 segments within the window (one per ~4 decisions)
+    assert stops() == [("submitted_failed", 16)] * 2
+    assert stops("compression.max_compactions=8") == [("token_budget", 9)] * 2

@@ -84,3 +84,20 @@ def test_compare_map_runs_a_cell_then_renders_the_map_and_resumes(tmp_path):
     again = run_entry("experiments.compare", args, cwd=ROOT, sweeps_in_process=True)
     assert again.returncode == 0, again.stderr[-3000:]
     assert (cell / "value_ceiling.json").stat().st_mtime_ns == stamp
+
+
+def test_the_cells_with_check_lines_at_64_decisions_raise_the_compaction_cap(tmp_path):
+    """``--dry-run`` prints each cell's sweep: at 64 decisions a cell with check lines gets
+    ``compression.max_compactions=16`` (64 // 4; the default cap of 8 ends every demonstration at
+    the token limit there: ``test_compare_horizons``), the silent cell keeps the default, and at 32
+    decisions no cell sets it."""
+    args = ["--preset", "horizon", "--horizons", "32,64", "--check-probs", "0,1", "--methods", "grpo,ppo_long",
+            "--logger", "none", "--sweep-dir", str(tmp_path / "map"), "--dry-run"]
+    done = run_entry("experiments.compare", args, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    sweeps = {line.split("hydra.sweep.dir=")[1].split()[0]: line for line in done.stdout.splitlines()
+              if line.startswith("sweep: ")}
+    capped = {Path(d).relative_to(tmp_path / "map").as_posix(): "compression.max_compactions=16" in line
+              for d, line in sweeps.items()}
+    assert capped == {"p0/n32": False, "p1/n32": False, "p0/n64": False, "p1/n64": True}
+    assert not any("max_compactions=8" in line for line in sweeps.values())
