@@ -35,9 +35,9 @@ DEMO_DECISIONS = 32_000
 #: ``compression.max_compactions = horizon // 4``; the measured 8 / 32 / 64 sweeps keep the default.
 COMPACTION_CAP_HORIZON = 64
 #: the same with check lines on (``env.kwargs.check_prob`` > 0: a ``test : passed .`` line after a
-#: fix makes every segment longer): at 64 decisions and the default cap every demonstration ends at
-#: the 512-token limit (demo success and start model 0.000 at ``check_prob`` 0.5 and 1), at 32 none
-#: does; at the cap of 64 // 4 = 16 no demonstration reaches it
+#: fix makes every segment longer): at 64 decisions the default cap ends every demonstration at the
+#: 512-token limit, the cap of 64 // 4 = 16 none (tests/experiments/test_compare_horizons.py;
+#: docs/environments.md)
 COMPACTION_CAP_HORIZON_CHECKED = 32
 HORIZON_PRESET = "horizon"
 
