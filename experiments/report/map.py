@@ -16,7 +16,8 @@ hit rate and the cell's value ceiling EV* when ``<cell>/value_ceiling.json`` exi
 ``python -m experiments.value_ceiling RUN_DIR --out <cell>/value_ceiling.json``).
 
 Written to ``--out`` (default: the one root given, else the common parent of the cells):
-``map.md`` (per method and compute axis a table, rows horizon, columns check probability; then one
+``map.md`` (the cells with their compaction caps; per method and compute axis a table, rows
+horizon, columns check probability; then one
 detail row per horizon, check probability and method) and ``map_<method>.png`` per compared method
 (one heat-map panel per compute axis: colour the difference, text the difference, its interval and
 the verdict's marker; grey where the cell has no such comparison).
@@ -45,6 +46,7 @@ from experiments.report.stats import fmt_seeds
 from experiments.report.tables import ANCHOR_KEY, ANCHOR_NA, per_run_mean, second_half_mean
 
 CHECK_PROB_KEY = "env.kwargs.check_prob"
+CAP_KEY = "compression.max_compactions"
 #: the grouped-value estimator's held-out state-value explained variance (algos/grouped_value.py),
 #: the same definition as the critic's :data:`CRITIC_EV_KEY`
 GROUPED_EV_KEY = mk.TRAIN_STATE_VALUE_EV_HELDOUT
@@ -103,18 +105,32 @@ def read_value_ceiling(cell_dir: Path) -> ValueCeiling | None:
                           "python -m experiments.value_ceiling (keys ceiling, ceiling_ci)") from None
 
 
-def check_prob_of(result: HorizonResult) -> float:
-    """The one ``env.kwargs.check_prob`` of a cell's runs (0.0 where absent; ``ReportError`` when mixed)."""
+def config_values(result: HorizonResult, key: str, absent):
+    """The distinct values of config ``key`` over a cell's runs (``absent`` where a run's config
+    lacks it), sorted."""
     values = set()
     for runs in result.by_method.values():
         for r in runs:
             try:
-                values.add(float(config_get(r.config, CHECK_PROB_KEY)))
+                values.add(config_get(r.config, key))
             except KeyError:
-                values.add(0.0)
+                values.add(absent)
+    return sorted(values, key=str)
+
+
+def check_prob_of(result: HorizonResult) -> float:
+    """The one ``env.kwargs.check_prob`` of a cell's runs (0.0 where absent; ``ReportError`` when mixed)."""
+    values = {float(v) for v in config_values(result, CHECK_PROB_KEY, 0.0)}
     if len(values) > 1:
         raise ReportError(f"a map cell holds one {CHECK_PROB_KEY}; {result.sweep_dir} holds {sorted(values)}")
     return values.pop() if values else 0.0
+
+
+def cap_text(cell: "MapCell") -> str:
+    """The cell's compaction cap(s) (``compression.max_compactions`` of its runs; the horizon job
+    raises it on long cells: ``experiments.compare.horizons.horizon_overrides``), "not recorded"
+    where a run's config lacks it."""
+    return " / ".join(str(v) for v in config_values(cell.result, CAP_KEY, "not recorded"))
 
 
 def is_run_dir(d: Path) -> bool:
@@ -336,7 +352,8 @@ def _markdown(cells: Sequence[MapCell], methods: Sequence[str], pngs: Sequence[P
              f"Per cell (decisions per episode `env.kwargs.n_stages` x `env.kwargs.check_prob`): `method - "
              f"{baseline}` in held-out success at the matched budget of each compute axis (95 % Welch interval over "
              f"seeds, verdict); \"{NOT_RUN}\" where the cell did not run both methods. The cells:", ""]
-    lines += [f"- {c.horizon} decisions, check_prob {c.check_prob:g}: `{c.cell_dir}`" for c in cells]
+    lines += [f"- {c.horizon} decisions, check_prob {c.check_prob:g}: `{c.cell_dir}` (compaction cap {cap_text(c)})"
+              for c in cells]
     for method, png in zip(methods[1:], pngs):
         lines += ["", f"## {method.upper()} - {baseline.upper()}", "", f"![{method} - {baseline}]({png.name})"]
         for axis, name in CONCLUSION_AXES.items():

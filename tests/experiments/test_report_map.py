@@ -34,6 +34,7 @@ def _patch(run: Path, n_stages: int, check_prob: float, algo: str, seed: int) ->
     grouped-value estimator's held-out EV (0.1 u + 0.05 seed) and anchor hit rate (0.5) per update."""
     config = yaml.safe_load((run / "config.yaml").read_text())
     config["env"]["kwargs"] = {"n_stages": n_stages, **({"check_prob": check_prob} if check_prob else {})}
+    config["compression"] = {"max_compactions": 16 if check_prob and n_stages == 32 else 8}  # the job's rule, scaled down
     (run / "config.yaml").write_text(yaml.safe_dump(config))
     if algo == "grouped_value":
         lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
@@ -97,8 +98,9 @@ def test_each_cells_difference_interval_and_verdict_per_axis(rendered):
         assert grouped["8"][1].startswith("+0.100 [")  # mean(0.6, 0.6, 0.7) - mean(0.5, 0.5, 0.6)
     assert [p.name for p in pngs] == ["map_ppo_long.png", "map_grouped_value.png"]
     assert all(p.parent == root and p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
-    for c in cells:  # the intro names every cell's directory
-        assert f"check_prob {c.check_prob:g}: `{c.cell_dir}`" in markdown
+    for c in cells:  # the intro names every cell's directory and its compaction cap
+        cap = 16 if (c.horizon, c.check_prob) == (32, 1.0) else 8
+        assert f"check_prob {c.check_prob:g}: `{c.cell_dir}` (compaction cap {cap})" in markdown
 
 
 def test_detail_rows_resolution_value_quality_ceiling_and_anchors(rendered):
