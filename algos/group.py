@@ -27,7 +27,8 @@ from algos import metric_keys as mk
 from algos.batch import Batch, Trajectory
 from algos.metrics import group_outcome_rates
 from algos.registry import EstimatorSpec, estimator
-from algos.trainer import Advantages, Trainer, UpdateInputs
+from algos.trainer import Trainer
+from algos.update import Advantages, UpdateInputs
 
 
 def outcome_inputs(trajectories: list[Trajectory]) -> tuple[Tensor, Tensor]:

@@ -60,7 +60,8 @@ from algos.losses import aggregate, aggregation_weights, value_loss
 from algos.metrics import explained_variance
 from algos.policy import shift_values
 from algos.registry import register
-from algos.trainer import Advantages, Trainer, UpdateInputs
+from algos.trainer import Trainer
+from algos.update import Advantages, UpdateInputs
 
 
 @dataclass

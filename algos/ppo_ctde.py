@@ -52,7 +52,7 @@ from algos.pair_rollout import PairEpisode, agent_trajectories
 from algos.policy import shift_values
 from algos.ppo import PPOTrainer, PpoConfig
 from algos.registry import register
-from algos.trainer import Advantages, ForwardOutput, UpdateInputs
+from algos.update import Advantages, ForwardOutput
 
 
 @dataclass

@@ -27,7 +27,7 @@ from algos.batch import Batch, Trajectory
 from algos.decisions import GAELayout, gae_layout, on_sampled_tokens
 from algos.group import GroupTrainer, advantage_metrics
 from algos.metrics import group_outcome_rates
-from algos.trainer import Advantages, UpdateInputs
+from algos.update import Advantages, UpdateInputs
 
 
 @dataclass

@@ -32,7 +32,8 @@ from algos.policy import PolicyModel, build_models
 from algos.requests import RolloutRequest, make_requests
 from algos.recording import demo_to_trajectory
 from algos.rollout import RolloutEngine
-from algos.trainer import Trainer, UpdateRecord
+from algos.trainer import Trainer
+from algos.update import UpdateRecord
 from envs.tokenizer import get_tokenizer
 from experiments.runtime.build import load_policy_weights, policy_shape
 from experiments.runtime.config import compose_config, validate

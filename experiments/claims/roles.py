@@ -15,7 +15,8 @@ from algos.batch import Batch, collate
 from algos.losses import aggregate, aggregation_weights, ppo_clip_loss, token_ratios
 from algos.policy import PolicyModel
 from algos.requests import make_requests
-from algos.trainer import UpdateRecord, frozen_copy, make_trainer
+from algos.trainer import frozen_copy, make_trainer
+from algos.update import UpdateRecord
 from experiments.runtime.behavior import BehaviorPolicy
 from experiments.claims.common import (
     TOK,

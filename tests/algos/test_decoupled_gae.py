@@ -18,7 +18,8 @@ from algos.advantages import decoupled_gae, discounted_returns, gae, length_adap
 from algos.batch import ContextBuilder, Trajectory, collate
 from algos.compute import ComputeMeter, attention_flops
 from algos.policy import PolicyModel, PolicyShape, ValueModel, count_params
-from algos.trainer import UpdateInputs, make_trainer
+from algos.trainer import make_trainer
+from algos.update import UpdateInputs
 from entry import run_entry
 from experiments.runtime.schema import AlgoConfig, ConfigError
 from gae_strategies import as_tensors, gae_batches, small, unit

@@ -14,7 +14,7 @@ from algos.registry import make_trainer
 from algos.requests import make_requests
 from algos.recording import demo_to_trajectory
 from algos.rollout import RolloutEngine
-from algos.trainer import UpdateInputs
+from algos.update import UpdateInputs
 from envs.tokenizer import get_tokenizer
 from experiments.runtime.schema import AlgoConfig
 

@@ -13,7 +13,8 @@ from algos.group import GroupTrainer, outcome_inputs
 from algos.grpo import grpo_estimator
 from algos.losses import aggregation_weights
 from algos.policy import PolicyModel, PolicyShape
-from algos.trainer import UpdateInputs, make_trainer
+from algos.trainer import make_trainer
+from algos.update import UpdateInputs
 from experiments.runtime.schema import AlgoConfig
 from synthetic_trajectories import make_traj
 

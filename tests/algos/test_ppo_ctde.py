@@ -14,7 +14,7 @@ import envs
 from algos.pair_rollout import PairEpisode, PairTrajectory, agent_trajectories
 from algos.policy import PolicyModel, PolicyShape, ValueModel, token_logprobs
 from algos.decisions import gae_layout
-from algos.ppo_ctde import CentralCriticPPOTrainer, PairLearner, joint_inputs, pair_rollout_metrics
+from algos.ppo_ctde import PairLearner, joint_inputs, pair_rollout_metrics
 from algos.registry import make_trainer
 from algos.requests import make_requests
 from algos.rollout import RolloutEngine

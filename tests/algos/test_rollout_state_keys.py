@@ -117,7 +117,6 @@ def test_new_trainers_update_on_real_episodes_of_both_envs():
     segments; keyed states), one update per new trainer: the steps line up with the turn-level
     points, the numbers are finite and the policy moves."""
     import copy
-    import dataclasses
     import math
 
     from algos.batch import collate

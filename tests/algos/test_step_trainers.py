@@ -3,7 +3,6 @@ every segment), hand-computed numbers, segment-split invariance, grpo_process ==
 outcome-only rewards, dynamic sampling by step signal, updates through the registry."""
 
 import copy
-import dataclasses
 
 import pytest
 import torch
@@ -13,7 +12,7 @@ from algos.group import GroupTrainer
 from algos.policy import PolicyModel, PolicyShape
 from algos.registry import ESTIMATORS, TRAINERS, make_trainer
 from algos.steps import StepTrainer
-from algos.trainer import UpdateInputs
+from algos.update import UpdateInputs
 from experiments.runtime.schema import AlgoConfig
 from synthetic_trajectories import make_traj
 
