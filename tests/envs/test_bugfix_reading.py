@@ -10,8 +10,9 @@ import pytest
 import envs
 from envs.bugfix.agents import BLIND_AGENTS, FitVisibleAgent, make_agent
 from envs.bugfix import DIFFICULTIES, make_config, run_program
+from envs.bugfix.blind_fits import blind_fits, fits_pass
 from envs.bugfix.tasks import (
-    LINK_CONSTANTS, Mutation, apply_mutations, blind_fits, fits_pass, fix_actions, link_constant, make_task,
+    LINK_CONSTANTS, Mutation, apply_mutations, fix_actions, link_constant, make_task,
     mutations, operand_lines, shape_of, threshold_of,
 )
 from envs.episode import run_episode

@@ -8,7 +8,7 @@ import pytest
 import envs
 from envs.bugfix.agents import HACK_AGENT_FLAG, HACK_AGENTS, make_agent
 from envs.bugfix import DIFFICULTIES, BugFixEnv, run_program, single_token_edits
-from envs.bugfix.tasks import step_tables
+from envs.bugfix.blind_fits import step_tables
 from envs.outcome import is_hack
 from envs.bugfix.graders import (
     HACK_FLAGS,
