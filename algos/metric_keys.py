@@ -632,6 +632,22 @@ def declared(key: str) -> Metric | None:
     return None
 
 
+#: The keys measured by the clock: they differ between any two runs of one config and seed, so a
+#: comparison of two runs' numbers leaves them out (:func:`wall_clock`); every other key is a pure
+#: function of the config, the seed and the CPU kind.
+WALL_CLOCK: frozenset[str] = frozenset({
+    COMPUTE_WALL_SECONDS, ROLLOUT_COLLECT_SECONDS, ROLLOUT_GENERATED_TOKENS_PER_SECOND, TRAIN_UPDATE_SECONDS,
+    ASYNC_TRAINER_WAIT_SECONDS, ASYNC_SAMPLER_WAIT_SECONDS,
+})
+
+
+def wall_clock(key: str) -> bool:
+    """True for a key of :data:`WALL_CLOCK`, also wrapped for an agent (``agent_a/train/update_seconds``)."""
+    if key.startswith(AGENT) and "/" in key:
+        key = key.split("/", 1)[1]
+    return key in WALL_CLOCK
+
+
 def undeclared(keys) -> list[str]:
     """The keys of ``keys`` (namespaced ones: a ``/`` in the key) that :func:`declared` does not know, sorted."""
     return sorted(k for k in set(keys) if "/" in k and declared(k) is None)

@@ -147,6 +147,16 @@ def test_members_prefixes_and_twins():
         mk._key("train/lr", "x", "y", "z")
 
 
+def test_the_wall_clock_keys_are_the_clock_measured_ones():
+    """Six declared keys come from the clock: the tool time is simulated (a function of the seed),
+    so it is no wall-clock key; an agent's copy of a wall-clock key is one."""
+    assert all(mk.declared(k) is not None and mk.declared(k).unit in ("seconds", "tokens/s") for k in mk.WALL_CLOCK)
+    assert len(mk.WALL_CLOCK) == 6
+    assert mk.wall_clock("compute/wall_seconds") and mk.wall_clock("agent_a/train/update_seconds")
+    assert not mk.wall_clock("compute/tool_seconds") and not mk.wall_clock("rollout/mean_tool_seconds")
+    assert not mk.wall_clock("agent_a/compute/tool_seconds") and not mk.wall_clock("eval/success")
+
+
 def test_every_declaration_is_complete():
     wheres = {mk.JSONL, mk.SUMMARY, mk.BOTH, mk.WANDB, "wandb"}
     for key, m in mk.METRICS.items():

@@ -15,14 +15,12 @@ import pytest
 import torch
 
 from entry import run_entry
+from algos.metric_keys import wall_clock
 from experiments.runtime.async_sampler import KILL_SAMPLER_ENV, needed_version
 from experiments.runtime.behavior import BehaviorPolicy
 from experiments.runtime.loop import KILL_AFTER_UPDATE_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
-# keys whose values are wall-clock measurements (they differ between any two runs)
-WALL_KEYS = {"compute/wall_seconds", "rollout/collect_seconds", "rollout/generated_tokens_per_second",
-             "train/update_seconds", "async/trainer_wait_seconds", "async/sampler_wait_seconds"}
 # PPO, 8 rollouts per update (8 tasks x G=1), 5 updates, staleness 2
 COMMON = ["experiment=tiny", "env=bugfix", "algo=ppo", "budget.amount=40", "algo.tasks_per_update=8", "algo.group_size=1",
           "eval.every=2", "rollout.staleness=2"]
@@ -67,7 +65,7 @@ def _train(run_dir, *extra, ws_cache, subprocess_env=None):
 
 def _lines(run_dir):
     rows = [json.loads(x) for x in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if k not in WALL_KEYS} for r in rows]
+    return [{k: v for k, v in r.items() if not wall_clock(k)} for r in rows]
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ import yaml
 
 import envs
 from entry import run_entry
+from algos.metric_keys import wall_clock
 from experiments.compare import job as C
 from experiments.runtime.schema import ALGO_SCHEMAS, method_envs
 from experiments.report.conclusion import compare_at_matched_budgets
@@ -227,11 +228,9 @@ def test_readme_methods_command_grpo_vs_gigpo_on_long_horizon_v3_end_to_end(tmp_
                                            f"warmstart.cache_dir={tmp_path / 'ws'}", TINY_HORIZON, C.TINY_PRESET,
                                            "logger.kind=none", f"run_dir={alone}"], cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    wall = {"compute/wall_seconds", "rollout/collect_seconds", "rollout/generated_tokens_per_second",
-            "train/update_seconds"}  # wall-clock measurements: differ between any two runs
     alone_lines = [json.loads(x) for x in (alone / "metrics.jsonl").read_text().splitlines()]
-    assert [{k: v for k, v in r.items() if k not in wall} for r in alone_lines] == \
-        [{k: v for k, v in r.items() if k not in wall} for r in gigpo]
+    assert [{k: v for k, v in r.items() if not wall_clock(k)} for r in alone_lines] == \
+        [{k: v for k, v in r.items() if not wall_clock(k)} for r in gigpo]
 
 
 def test_diagnostics_report_the_anchor_hit_rate_of_gigpo_only(tmp_path):

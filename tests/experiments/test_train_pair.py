@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from algos.metric_keys import undeclared
+from algos.metric_keys import undeclared, wall_clock
 from entry import run_entry
 from experiments.runtime.config import register_configs, validate
 from experiments.runtime.schema import ConfigError, is_pair_run
@@ -135,13 +135,12 @@ def test_pair_training_end_to_end(tmp_path, monkeypatch, capsys, algo, extra):
 
 @pytest.mark.slow
 def test_pair_training_is_deterministic(tmp_path, monkeypatch, capsys):
-    wall = {"rollout/collect_seconds", "compute/wall_seconds", "agent_a/train/update_seconds", "agent_b/train/update_seconds"}
     out = []
     for name in ("one", "two"):
         run = tmp_path / name
         run_in_process(tmp_path, monkeypatch, capsys, "algo=ppo_independent", "env=pairfix", f"run_dir={run}", *TINY,
                        "logger=none")
-        out.append([{k: v for k, v in json.loads(x).items() if k not in wall}
+        out.append([{k: v for k, v in json.loads(x).items() if not wall_clock(k)}
                     for x in (run / "metrics.jsonl").read_text().splitlines()])
     assert out[0] == out[1]
 
@@ -195,13 +194,12 @@ def test_pair_run_stops_on_sigterm_and_resumes_exactly(tmp_path):
     import sys
     import time
 
-    wall = ("seconds", "wall", "per_second")
     common = ["algo=ppo_independent", "env=pairfix", *TINY, "budget.amount=16", "eval.every=2", "logger=none",
               f"warmstart.cache_dir={tmp_path / 'ws'}"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
 
     def rows(run):
-        return [{k: v for k, v in json.loads(x).items() if not any(w in k for w in wall)}
+        return [{k: v for k, v in json.loads(x).items() if not wall_clock(k)}
                 for x in (run / "metrics.jsonl").read_text().splitlines()]
 
     def cmd(run):
