@@ -16,7 +16,7 @@ is a directory with SmolLM2's ``config.json`` and tokenizer files (no weights), 
    and the peak CUDA memory;
 4. runs a few GRPO and PPO updates of the smollm2 preset's shape (``experiments.train
    policy=smollm2`` on the random model, no warm start: ``policy.init_checkpoint=''``, 2 updates
-   of 16 rollouts; 1 in the dry run) and records each run's wall seconds and final summary;
+   of 16 rollouts; in the dry run 1 update of 4) and records each run's wall seconds and final summary;
 5. writes ``<out>/gpu.json`` and ``<out>/gpu.md`` (a table for docs/own-model.md naming the device).
 
 On the GPU machine (files travel, no registry): the wheels of gymnasium, hydra-core and omegaconf
@@ -87,17 +87,17 @@ def peak_tflops(name: str) -> float | None:
     return next((v for k, v in PEAK_TFLOPS.items() if k in name), None)
 
 
-def train_runs(model: Path, out: Path, device: str, updates: int = 2) -> list[dict]:
-    """``updates`` GRPO and PPO updates (16 rollouts each) of the smollm2 preset's shape on
-    ``model``: wall seconds and summary."""
+def train_runs(model: Path, out: Path, device: str, updates: int = 2, tasks: int = 4) -> list[dict]:
+    """``updates`` GRPO and PPO updates of the smollm2 preset's shape on ``model`` (``tasks`` tasks x
+    4 rollouts each; ``tasks`` held-out tasks evaluated every 2 updates): wall seconds and summary."""
     from experiments.compare.job import PRESET_METHODS
 
     rows = []
     for algo in PRESET_METHODS["smollm2"]:  # the smollm2 preset's methods (GRPO, PPO)
         cmd = [sys.executable, "-m", "experiments.train", "policy=smollm2", f"policy.path={model}", f"algo={algo}",
-               "policy.init_checkpoint=", f"policy.device={device}", f"budget.amount={16 * updates}", "algo.group_size=4",
-               "algo.tasks_per_update=4", "eval.tasks=4", "eval.every=2", "logger.kind=none", "progress=false",
-               f"runs_root={out / 'runs'}"]
+               "policy.init_checkpoint=", f"policy.device={device}", f"budget.amount={4 * tasks * updates}",
+               "algo.group_size=4", f"algo.tasks_per_update={tasks}", f"eval.tasks={tasks}", "eval.every=2",
+               "logger.kind=none", "progress=false", f"runs_root={out / 'runs'}"]
         t0 = time.perf_counter()
         done = subprocess.run(cmd, capture_output=True, text=True)
         lines = (done.stdout + "\n" + done.stderr).splitlines()
@@ -127,7 +127,7 @@ def measure(a: argparse.Namespace) -> dict:
     return {"device": name, "dtype": str(dtype).removeprefix("torch."), "torch": torch.__version__,
             "parameters": n, "rollout": rollout, "update": update, "update_mfu": mfu,
             "peak_memory_mib": torch.cuda.max_memory_allocated(dev) / 2**20 if dev.type == "cuda" else None,
-            "train": train_runs(model, out, str(dev), 1 if a.dry_run else 2), "dry_run": a.dry_run}
+            "train": train_runs(model, out, str(dev), *((1, 1) if a.dry_run else (2, 4))), "dry_run": a.dry_run}
 
 
 def markdown(r: dict) -> str:
@@ -141,7 +141,7 @@ def markdown(r: dict) -> str:
     mfu = "n/a (unknown peak)" if r["update_mfu"] is None else f"{100 * r['update_mfu']:.1f} %"
     mem = "n/a (CPU)" if r["peak_memory_mib"] is None else f"{r['peak_memory_mib']:.0f} MiB"
     lines += ["", f"Update model FLOP utilisation {mfu}; peak CUDA memory {mem}.", ""]
-    lines += [f"- `{t['algo']}`, {t['summary'].get('updates', '?')} updates of 16 rollouts: exit {t['returncode']}, {t['seconds']:.0f} s" for t in r["train"]]
+    lines += [f"- `{t['algo']}`, {t['summary'].get('updates', '?')} updates, {t['summary'].get('compute/rollouts', '?')} rollouts: exit {t['returncode']}, {t['seconds']:.0f} s" for t in r["train"]]
     return "\n".join(lines) + "\n"
 
 

@@ -34,6 +34,7 @@ def test_the_gpu_script_dry_run_on_the_cpu(tmp_path, hf_model_dir):
     result = json.loads((tmp_path / "out" / "gpu.json").read_text())
     assert result["device"] == "cpu" and result["dtype"] == "float32" and result["dry_run"]
     assert [t["algo"] for t in result["train"]] == list(PRESET_METHODS["smollm2"])
-    assert all(t["summary"].get("updates") == 1 for t in result["train"])  # 16 rollouts of 16 per update
+    # the dry run's 1 task x 4 rollouts per update, budget 4: one update
+    assert all((t["summary"].get("updates"), t["summary"].get("compute/rollouts")) == (1, 4) for t in result["train"])
     assert {result["rollout"]["bench"], result["update"]["bench"]} == {"shared_rollout", "shared_update"}
     assert "DRY RUN (2 blocks), not a measurement" in (tmp_path / "out" / "gpu.md").read_text()
