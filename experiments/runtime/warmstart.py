@@ -28,12 +28,13 @@ import json
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Callable, Iterator
 
 import torch
 
+import envs
 from algos import metric_keys as mk
 from algos.backend import WORD_LAYOUT, ContextLayout
 from algos.evaluation import evaluate
@@ -213,13 +214,33 @@ _DEMO_ACTIONS: dict[str, frozenset[str]] = {}
 
 def demo_actions(c: TrainConfig) -> frozenset[str]:
     """Every distinct action text of the warm start's demonstrations (:func:`demo_episodes`; a
-    two-agent env's: :func:`pair_demo_actions`)."""
-    key = json.dumps([c.env.id, env_kwargs(c), compression_key(c), c.env.train_tasks, c.warmstart.agent,
-                      c.warmstart.noise, c.warmstart.demos, c.warmstart.seed], sort_keys=True, default=str)
+    two-agent env's: :func:`pair_demo_actions`): played once per config and source (:func:`demo_source_sha256`),
+    then read from ``<warmstart.cache_dir>/demo_actions/<key>.json`` (in this process: from memory)."""
+    key = start_model_key({"demos": [c.env.id, env_kwargs(c), compression_key(c), c.env.train_tasks,
+                                     c.warmstart.agent, c.warmstart.noise, c.warmstart.demos, c.warmstart.seed],
+                           "source": demo_source_sha256()})
     if key not in _DEMO_ACTIONS:
-        actions = pair_demo_actions(c) if is_pair_run(c) else (a for episode in demo_episodes(c) for a in episode[1])
-        _DEMO_ACTIONS[key] = frozenset(actions)
+        path = Path(c.warmstart.cache_dir) / "demo_actions" / f"{key}.json"
+        with file_lock(path.with_suffix(".lock")):  # concurrent jobs of a sweep play the demos once
+            if not path.is_file():
+                actions = pair_demo_actions(c) if is_pair_run(c) else (a for ep in demo_episodes(c) for a in ep[1])
+                atomic_write_text(path, json.dumps(sorted(set(actions))))
+            _DEMO_ACTIONS[key] = frozenset(json.loads(path.read_text()))
     return _DEMO_ACTIONS[key]
+
+
+@lru_cache(maxsize=1)
+def demo_source_sha256() -> str:
+    """sha256 over the Python sources of the ``envs`` package and of ``experiments.runtime`` (each
+    file's path relative to its package and its bytes, in path order): the code that makes the
+    envs, agents, seeds and requests of the demonstrations, so a cached result of it is never read
+    after that code changes."""
+    h = hashlib.sha256()
+    for package in (envs, sys.modules[__package__]):
+        root = Path(package.__file__).resolve().parent
+        for f in sorted(root.rglob("*.py")):
+            h.update(f"{package.__name__}/{f.relative_to(root)}".encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def ensure_warmstart(c: TrainConfig, verbose: bool = True) -> WarmStart:

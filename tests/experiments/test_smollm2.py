@@ -148,12 +148,12 @@ def test_one_lora_update_on_smollm2(smol_config, smol_rollout, algo):
 
 
 #: `python -m experiments.train policy=smollm2 algo=...` at the smallest scale that still runs every
-#: phase: a 2-demo warm start, one update of two rollouts of one tutorial task, one held-out attempt
-#: before and after
+#: phase: a 2-demo warm start, one update (one epoch) of two rollouts of one tutorial task, one held-out
+#: attempt before and after
 SMOL_TRAIN = ("policy=smollm2", "experiment=bugfix_tutorial_tasks", "logger=none", "progress=false",
               "warmstart.demos=2", "warmstart.epochs=1", "warmstart.batch_rows=2", "warmstart.eval_tasks=1",
               "warmstart.eval_samples_per_task=1", "algo.group_size=2", "algo.tasks_per_update=1",
-              "budget.amount=2", "eval.tasks=1", "eval.samples_per_task=1", "eval.every=0",
+              "algo.epochs=1", "budget.amount=2", "eval.tasks=1", "eval.samples_per_task=1", "eval.every=0",
               "+env.kwargs.max_turns=2", "+eval.env_kwargs.max_turns=2")
 
 

@@ -13,7 +13,9 @@ from envs.tokenizer import get_tokenizer
 from envs.episode import run_episode
 from experiments.runtime.build import load_policy_weights, make_env, policy_shape
 from experiments.runtime.config import register_configs, validate
-from experiments.runtime.warmstart import cache_key, demonstrations, ensure_warmstart, make_demo_agent
+import experiments.runtime.warmstart as warmstart
+from experiments.runtime.warmstart import (cache_key, demo_actions, demo_episodes, demonstrations, ensure_warmstart,
+                                          make_demo_agent)
 
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 register_configs()
@@ -38,6 +40,26 @@ def test_demonstrations_mark_only_the_demo_actions_as_sampled(tmp_path):
                 assert s.tokens[t.start - 1] == tok.sep_id
             assert sum(s.action_mask) == sum(t.end - t.start + 1 for t in s.turns)
             assert set(s.policy_version) <= {-1}  # demos: no policy version sampled them
+
+
+def test_demo_actions_are_played_once_then_read_from_the_cache_until_a_knob_or_the_source_changes(tmp_path, monkeypatch):
+    c = tiny(tmp_path, "warmstart.demos=4")
+    played = {a for episode in demo_episodes(c) for a in episode[1]}  # the reference: the 4 demos played here
+    assert demo_actions(c) == played and len(played) > 1
+    (cached,) = (tmp_path / "demo_actions").glob("*.json")
+    assert json.loads(cached.read_text()) == sorted(played)
+
+    def no_play(_c):
+        raise AssertionError("the demonstrations were played again")
+    monkeypatch.setattr(warmstart, "demo_episodes", no_play)
+    monkeypatch.setattr(warmstart, "_DEMO_ACTIONS", {})  # a new process: nothing in memory
+    assert demo_actions(c) == played  # read from the file
+    for changed in (lambda: tiny(tmp_path, "warmstart.demos=5"), lambda: tiny(tmp_path, "warmstart.noise=0.9")):
+        with pytest.raises(AssertionError, match="played again"):
+            demo_actions(changed())
+    monkeypatch.setattr(warmstart, "demo_source_sha256", lambda: "0" * 64)  # the envs' code changed
+    with pytest.raises(AssertionError, match="played again"):
+        demo_actions(c)
 
 
 @pytest.mark.slow
