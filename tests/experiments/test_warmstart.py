@@ -43,6 +43,7 @@ def test_demonstrations_mark_only_the_demo_actions_as_sampled(tmp_path):
 
 
 def test_demo_actions_are_played_once_then_read_from_the_cache_until_a_knob_or_the_source_changes(tmp_path, monkeypatch):
+    monkeypatch.setattr(warmstart, "_DEMO_ACTIONS", {})  # a test before may have read this setting in this process
     c = tiny(tmp_path, "warmstart.demos=4")
     played = {a for episode in demo_episodes(c) for a in episode[1]}  # the reference: the 4 demos played here
     assert demo_actions(c) == played and len(played) > 1
@@ -52,7 +53,7 @@ def test_demo_actions_are_played_once_then_read_from_the_cache_until_a_knob_or_t
     def no_play(_c):
         raise AssertionError("the demonstrations were played again")
     monkeypatch.setattr(warmstart, "demo_episodes", no_play)
-    monkeypatch.setattr(warmstart, "_DEMO_ACTIONS", {})  # a new process: nothing in memory
+    warmstart._DEMO_ACTIONS.clear()  # a new process: nothing in memory
     assert demo_actions(c) == played  # read from the file
     for changed in (lambda: tiny(tmp_path, "warmstart.demos=5"), lambda: tiny(tmp_path, "warmstart.noise=0.9")):
         with pytest.raises(AssertionError, match="played again"):
