@@ -227,8 +227,8 @@ def format_table(table: Table, algos: list[str], repeats: int, amount: int) -> s
 
 
 def format_targets(table: Table, algos: list[str], bound: dict[str, dict] | None = None) -> str:
-    """One line per issue-10 target and method: the measured median (ratio to the baseline for
-    throughputs) against ``TARGETS``, with ``ok`` / ``MISS`` (``-`` when not measured)."""
+    """One line per target and method: the measured median (ratio to the baseline for throughputs)
+    against ``TARGETS``, with ``ok`` / ``MISS`` (``-`` when not measured)."""
     ratio = table.ratio
 
     checks = [("trajectory tok/s vs baseline", lambda a: ratio(a, "trajectory_tok_s"), TARGETS["trajectory_tok_s"], ">=", "x"),

@@ -2,14 +2,14 @@
 map, one horizon sweep per (horizon, setting) cell, then the off-policy report.
 
 A setting (:class:`experiments.report.offpolicy.Setting`) is ``rollout.staleness=k`` x
-``rollout.sampler_dtype`` x ``algo.off_policy_correction``; ``--off-policy`` alone runs the issue's
+``rollout.sampler_dtype`` x ``algo.off_policy_correction``; ``--off-policy`` alone runs the map's
 grid, staleness {0, 1, 2, 4} x sampler {float32, bfloat16} x correction {none, decoupled (token
 TIS), token-mask}, and ``--off-policy staleness=0,1 sampler_dtype=float32 correction=none,decoupled``
 narrows it (each key optional; :func:`parse_off_policy`). Cells that cannot differ run once: at
 staleness 0 with a float32 sampler the behaviour policy is the old policy (rho = 1 up to float
 rounding, and each correction weighs a token 1 at rho = 1), so that row is one cell, the baseline
 ``k0-float32-none`` (:func:`experiments.report.offpolicy.grid_settings`); it runs at every horizon
-whether or not the grid names staleness 0. The issue's grid is 1 + 3 + 3 x 6 = 22 cells per horizon.
+whether or not the grid names staleness 0. The full grid is 1 + 3 + 3 x 6 = 22 cells per horizon.
 
 Cell ``(h, s)`` is the horizon preset's sweep at ``h`` decisions
 (:func:`experiments.compare.horizons.horizon_overrides`) with ``s``'s overrides, in
@@ -69,7 +69,7 @@ def _values(key: str, text: str) -> tuple:
 def parse_off_policy(items: Sequence[str], horizons: Sequence[int], check_probs: Sequence[float],
                      launcher: str | None, overrides: Sequence[str]) -> list[Setting]:
     """``["staleness=0,1", "correction=none"]`` -> the grid's settings (:func:`grid_settings`; a
-    key not given keeps the issue's values); :class:`OffPolicyError` without ``--horizons``, with
+    key not given keeps the map's values); :class:`OffPolicyError` without ``--horizons``, with
     ``--check-probs``, with the Ray launcher, or with an override of a knob the cells set."""
     if not horizons:
         raise OffPolicyError("--off-policy needs --horizons (one row of cells per horizon), e.g. --horizons 8,32")

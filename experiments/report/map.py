@@ -25,10 +25,8 @@ the verdict's marker; grey where the cell has no such comparison).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -37,11 +35,12 @@ from pathlib import Path
 import numpy as np
 
 from algos import metric_keys as mk
+from experiments.report import grid
 from experiments.report.conclusion import Comparison, compare_at_matched_budgets
 from experiments.report.horizons import HorizonResult, load_horizon
-from experiments.report.keys import (CONCLUSION_AXES, CRITIC_EV_KEY, EV_NA, METHODS_WITH_CRITIC, RUN_FILES,
-                                     ReportError)
-from experiments.report.load import config_get, method_order
+from experiments.report.grid import config_values, one_config_value
+from experiments.report.keys import CONCLUSION_AXES, CRITIC_EV_KEY, EV_NA, METHODS_WITH_CRITIC, ReportError
+from experiments.report.load import method_order
 from experiments.report.stats import fmt_seeds
 from experiments.report.tables import ANCHOR_KEY, ANCHOR_NA, per_run_mean, second_half_mean
 
@@ -105,53 +104,25 @@ def read_value_ceiling(cell_dir: Path) -> ValueCeiling | None:
                           "python -m experiments.value_ceiling (keys ceiling, ceiling_ci)") from None
 
 
-def config_values(result: HorizonResult, key: str, absent):
-    """The distinct values of config ``key`` over a cell's runs (``absent`` where a run's config
-    lacks it), sorted."""
-    values = set()
-    for runs in result.by_method.values():
-        for r in runs:
-            try:
-                values.add(config_get(r.config, key))
-            except KeyError:
-                values.add(absent)
-    return sorted(values, key=str)
-
-
 def check_prob_of(result: HorizonResult) -> float:
     """The one ``env.kwargs.check_prob`` of a cell's runs (0.0 where absent; ``ReportError`` when mixed)."""
-    values = {float(v) for v in config_values(result, CHECK_PROB_KEY, 0.0)}
-    if len(values) > 1:
-        raise ReportError(f"a map cell holds one {CHECK_PROB_KEY}; {result.sweep_dir} holds {sorted(values)}")
-    return values.pop() if values else 0.0
+    return one_config_value(_runs(result), CHECK_PROB_KEY, float, "a map cell", result.sweep_dir, absent=0.0)
+
+
+def _runs(result: HorizonResult) -> list:
+    return [r for runs in result.by_method.values() for r in runs]
 
 
 def cap_text(cell: "MapCell") -> str:
     """The cell's compaction cap(s) (``compression.max_compactions`` of its runs; the horizon job
     raises it on long cells: ``experiments.compare.horizons.horizon_overrides``), "not recorded"
     where a run's config lacks it."""
-    return " / ".join(str(v) for v in config_values(cell.result, CAP_KEY, "not recorded"))
-
-
-def is_run_dir(d: Path) -> bool:
-    return all((d / f).is_file() for f in RUN_FILES)
-
-
-def is_cell(d: Path) -> bool:
-    """A directory that directly holds a run directory."""
-    return d.is_dir() and any(c.is_dir() and is_run_dir(c) for c in d.iterdir())
+    return " / ".join(str(v) for v in config_values(_runs(cell.result), CAP_KEY, "not recorded"))
 
 
 def find_cells(root: str | Path) -> list[Path]:
     """``root`` when it is a cell, else every cell below it (sorted); ``ReportError`` when none."""
-    root = Path(root)
-    if is_cell(root):
-        return [root]
-    cells = sorted({Path(dirpath) for dirpath, _, _ in os.walk(root) if is_cell(Path(dirpath))})
-    if not cells:
-        raise ReportError(f"no map cell under {root}; allowed: a comparison sweep directory holding run directories "
-                          f"(with {', '.join(RUN_FILES)}), e.g. <map>/p0.5/n32, or a directory above such sweeps")
-    return cells
+    return grid.find_cells(root, "map", "<map>/p0.5/n32")
 
 
 def load_cell(cell_dir: Path, methods: Sequence[str] | None = None) -> MapCell:
@@ -339,13 +310,6 @@ def plot_map(cells: Sequence[MapCell], baseline: str, method: str, path: Path) -
     return path
 
 
-def default_out(dirs: Sequence[str | Path], cells: Sequence[MapCell]) -> Path:
-    """The one directory given when it is not itself a cell, else the cells' common parent."""
-    if len(dirs) == 1 and not is_cell(Path(dirs[0])):
-        return Path(dirs[0])
-    return Path(os.path.commonpath([str(c.cell_dir.parent) for c in cells]))
-
-
 def _markdown(cells: Sequence[MapCell], methods: Sequence[str], pngs: Sequence[Path]) -> str:
     baseline = methods[0]
     lines = ["# The map: method differences over horizon and check probability", "",
@@ -372,10 +336,10 @@ def _markdown(cells: Sequence[MapCell], methods: Sequence[str], pngs: Sequence[P
 def render_map_report(dirs: Sequence[str | Path], out_dir: str | Path | None = None,
                       methods: Sequence[str] | None = None) -> tuple[str, list[Path], list[MapCell]]:
     """``(markdown, png paths, cells)``; writes ``map.md`` and ``map_<method>.png`` (one per method
-    after the baseline) to ``out_dir`` (default :func:`default_out`)."""
+    after the baseline) to ``out_dir`` (default :func:`experiments.report.grid.default_out`)."""
     cells = load_map(dirs, methods)
     ordered = map_methods(cells, methods)
-    out = Path(out_dir) if out_dir is not None else default_out(dirs, cells)
+    out = Path(out_dir) if out_dir is not None else grid.default_out(dirs, [c.cell_dir for c in cells])
     out.mkdir(parents=True, exist_ok=True)
     pngs = [plot_map(cells, ordered[0], m, out / f"map_{m}.png") for m in ordered[1:]]
     markdown = _markdown(cells, ordered, pngs)
@@ -385,31 +349,18 @@ def render_map_report(dirs: Sequence[str | Path], out_dir: str | Path | None = N
 
 def parse_methods(text: str | None) -> list[str] | None:
     """``--methods``: distinct comma-separated names, at least two (the baseline first)."""
-    if text is None:
-        return None
-    names = [m.strip() for m in text.split(",")]
-    if len(names) < 2 or "" in names or len(set(names)) != len(names):
-        raise ReportError(f"--methods={text!r} invalid; allowed: two or more distinct comma-separated methods, "
-                          "the baseline first (e.g. grpo,ppo_long,grouped_value)")
-    return names
+    return grid.parse_methods(text, 2, "two or more distinct comma-separated methods, the baseline first "
+                                       "(e.g. grpo,ppo_long,grouped_value)")
+
+
+CLI = grid.GridCli(prog="python -m experiments.report.map", description=__doc__.splitlines()[0], title="map",
+                   cell_kind="map", report_file="map.md", figures="heat maps",
+                   methods_help="comma-separated methods; the first is the baseline", parse_methods=parse_methods,
+                   render=lambda dirs, out, methods: render_map_report(dirs, out, methods))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m experiments.report.map", description=__doc__.splitlines()[0])
-    p.add_argument("dirs", nargs="+", help="map cells (comparison sweeps) or directories above them")
-    p.add_argument("--out", default=None, help="where map.md / map_<method>.png go "
-                                               "(default: the one root given, else the cells' common parent)")
-    p.add_argument("--methods", default=None, help="comma-separated methods; the first is the baseline")
-    a = p.parse_args(argv)
-    try:
-        markdown, pngs, cells = render_map_report(a.dirs, a.out, parse_methods(a.methods))
-    except ReportError as e:
-        print(f"report: {e}", file=sys.stderr)
-        return 2
-    print(markdown)
-    out = Path(a.out) if a.out is not None else default_out(a.dirs, cells)
-    print(f"[map written to {out / 'map.md'} and {len(pngs)} heat maps beside it]", file=sys.stderr)
-    return 0
+    return grid.run_cli(CLI, argv)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ an error). The baseline of a horizon is its synchronous float32 cell without cor
 success minus the baseline cell's (the same method, the seeds both ran) at the matched budget of
 each compute axis (:func:`experiments.report.conclusion.compare_at_matched_budgets`: Welch 95 %
 interval over seeds, verdict), and the cell's mismatch (``off_policy/*``, mean over updates per
-seed) and asynchronous waits (``async/*``). Every setting of the issue's grid (:func:`grid_settings`
+seed) and asynchronous waits (``async/*``). Every setting of the map's grid (:func:`grid_settings`
 of the defaults) has a row; one no cell ran reads "not run".
 
 Written to ``--out`` (default: the one root given, else the cells' common parent):
@@ -24,9 +24,7 @@ bfloat16 dashed).
 
 from __future__ import annotations
 
-import argparse
 import math
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,17 +33,18 @@ from pathlib import Path
 import numpy as np
 
 from algos import metric_keys as mk
+from experiments.report import grid
 from experiments.report.conclusion import Comparison, compare_at_matched_budgets, eval_curve
 from experiments.report.horizons import horizon_of
 from experiments.report.keys import CONCLUSION_AXES, ReportError
-from experiments.report.load import Run, config_value, group_runs, load_runs, method_order
-from experiments.report.map import is_cell
+from experiments.report.grid import one_config_value
+from experiments.report.load import Run, group_runs, load_runs, method_order
 from experiments.report.stats import fmt_seeds, interpolate_to_grid
 from experiments.report.tables import per_run_mean
 
 STALENESS_KEY, MODE_KEY, DTYPE_KEY = "rollout.staleness", "rollout.mode", "rollout.sampler_dtype"
 CORRECTION_KEY = "algo.off_policy_correction"
-#: the issue's grid: staleness, sampler dtypes, corrections (none, token TIS, token mask)
+#: the map's grid: staleness, sampler dtypes, corrections (none, token TIS, token mask)
 STALENESS: tuple[int, ...] = (0, 1, 2, 4)
 DTYPES: tuple[str, ...] = ("float32", "bfloat16")
 CORRECTIONS: tuple[str, ...] = ("none", "decoupled", "token-mask")
@@ -109,39 +108,27 @@ class OffPolicyCell:
     by_method: dict[str, list[Run]]
 
 
-def _one(runs: Sequence[Run], key: str, cast) -> object:
-    """The one value of config key ``key`` in a cell's runs (``ReportError`` when absent or mixed)."""
-    values = {cast(config_value(r.config, r.run_dir, key)) for r in runs}
-    if len(values) != 1:
-        raise ReportError(f"an off-policy cell holds one {key}; {runs[0].run_dir.parent} holds {sorted(values)}")
-    return values.pop()
-
-
 def load_cell(cell_dir: Path, methods: Sequence[str] | None = None) -> OffPolicyCell:
     runs = load_runs(cell_dir)
     groups = group_runs(runs, methods)
     if len(groups) != 1:
         raise ReportError(f"an off-policy cell holds one env; {cell_dir} holds {sorted(groups)}")
     (_, by_method), = groups.items()
-    setting = Setting(_one(runs, STALENESS_KEY, int), _one(runs, DTYPE_KEY, str), _one(runs, CORRECTION_KEY, str))
+    def one(key: str, cast):
+        return one_config_value(runs, key, cast, "an off-policy cell", cell_dir)
+
+    setting = Setting(one(STALENESS_KEY, int), one(DTYPE_KEY, str), one(CORRECTION_KEY, str))
     by_method = {m: rs for m, rs in by_method.items() if methods is None or m in methods}
-    return OffPolicyCell(horizon_of(runs), setting, _one(runs, MODE_KEY, str), Path(cell_dir), by_method)
+    return OffPolicyCell(horizon_of(runs), setting, one(MODE_KEY, str), Path(cell_dir), by_method)
 
 
 def find_cells(root: str | Path) -> list[Path]:
     """``root`` when it is a cell, else every cell below it (sorted); ``ReportError`` when none."""
-    root = Path(root)
-    if is_cell(root):
-        return [root]
-    cells = sorted({Path(p) for p, _, _ in os.walk(root) if is_cell(Path(p))})
-    if not cells:
-        raise ReportError(f"no off-policy cell under {root}; allowed: a comparison sweep directory holding run "
-                          "directories, e.g. <sweep-dir>/offpolicy/n8/k1-float32-none, or a directory above such sweeps")
-    return cells
+    return grid.find_cells(root, "off-policy", "<sweep-dir>/offpolicy/n8/k1-float32-none")
 
 
 def load_offpolicy(dirs: Sequence[str | Path], methods: Sequence[str] | None = None) -> list[OffPolicyCell]:
-    """Every cell of ``dirs``, by horizon, then in the issue's grid order (:func:`grid_settings`: the
+    """Every cell of ``dirs``, by horizon, then in the map's grid order (:func:`grid_settings`: the
     baseline first), other settings last; two cells at one (horizon, setting) are an error."""
     if not dirs:
         raise ReportError("no directories given; allowed: one or more off-policy cells or directories above them")
@@ -152,8 +139,8 @@ def load_offpolicy(dirs: Sequence[str | Path], methods: Sequence[str] | None = N
             raise ReportError(f"two cells at {c.horizon} decisions, {c.setting.name}: {seen[c.horizon, c.setting]} "
                               f"and {c.cell_dir}")
         seen[c.horizon, c.setting] = c.cell_dir
-    grid = grid_settings()
-    return sorted(cells, key=lambda c: (c.horizon, grid.index(c.setting) if c.setting in grid else len(grid),
+    order = grid_settings()
+    return sorted(cells, key=lambda c: (c.horizon, order.index(c.setting) if c.setting in order else len(order),
                                         c.setting.staleness, c.setting.name))
 
 
@@ -203,8 +190,8 @@ def table_rows(cells: Sequence[OffPolicyCell], horizon: int, method: str) -> lis
 
 def _mean_curve(runs: Sequence[Run]) -> tuple[np.ndarray, np.ndarray] | None:
     """Held-out success against wall seconds, the mean over seeds on the range every seed covers."""
-    grid = interpolate_to_grid([eval_curve(r, mk.COMPUTE_WALL_SECONDS) for r in runs])
-    return None if grid is None else (grid[0], grid[1].mean(axis=0))
+    curves = interpolate_to_grid([eval_curve(r, mk.COMPUTE_WALL_SECONDS) for r in runs])
+    return None if curves is None else (curves[0], curves[1].mean(axis=0))
 
 
 def plot_horizon(cells: Sequence[OffPolicyCell], horizon: int, methods: Sequence[str], path: Path) -> Path:
@@ -264,13 +251,6 @@ def _markdown(cells: Sequence[OffPolicyCell], methods: Sequence[str], pngs: dict
     return "\n".join(lines) + "\n"
 
 
-def default_out(dirs: Sequence[str | Path], cells: Sequence[OffPolicyCell]) -> Path:
-    """The one directory given when it is not itself a cell, else the cells' common parent."""
-    if len(dirs) == 1 and not is_cell(Path(dirs[0])):
-        return Path(dirs[0])
-    return Path(os.path.commonpath([str(c.cell_dir.parent) for c in cells]))
-
-
 def render_offpolicy_report(dirs: Sequence[str | Path], out_dir: str | Path | None = None,
                             methods: Sequence[str] | None = None) -> tuple[str, list[Path], list[OffPolicyCell]]:
     """``(markdown, png paths, cells)``; writes ``offpolicy.md`` and ``offpolicy_n<h>.png``."""
@@ -280,7 +260,7 @@ def render_offpolicy_report(dirs: Sequence[str | Path], out_dir: str | Path | No
     if missing:
         raise ReportError(f"--methods names {', '.join(missing)}, which no cell ran; the cells ran {', '.join(sorted(ran))}")
     ordered = list(methods) if methods else method_order(ran)
-    out = Path(out_dir) if out_dir is not None else default_out(dirs, cells)
+    out = Path(out_dir) if out_dir is not None else grid.default_out(dirs, [c.cell_dir for c in cells])
     out.mkdir(parents=True, exist_ok=True)
     pngs = {h: plot_horizon(cells, h, ordered, out / f"offpolicy_n{h}.png") for h in sorted({c.horizon for c in cells})}
     markdown = _markdown(cells, ordered, pngs)
@@ -290,30 +270,17 @@ def render_offpolicy_report(dirs: Sequence[str | Path], out_dir: str | Path | No
 
 def parse_methods(text: str | None) -> list[str] | None:
     """``--methods``: distinct comma-separated names (each compared with its own baseline cell)."""
-    if text is None:
-        return None
-    names = [m.strip() for m in text.split(",")]
-    if "" in names or len(set(names)) != len(names):
-        raise ReportError(f"--methods={text!r} invalid; allowed: distinct comma-separated methods, e.g. grpo,ppo_long")
-    return names
+    return grid.parse_methods(text, 1, "distinct comma-separated methods, e.g. grpo,ppo_long")
+
+
+CLI = grid.GridCli(prog="python -m experiments.report.offpolicy", description=__doc__.splitlines()[0],
+                   title="off-policy map", cell_kind="off-policy", report_file="offpolicy.md", figures="figures",
+                   methods_help="comma-separated methods (default: every method of the cells)",
+                   parse_methods=parse_methods, render=lambda dirs, out, methods: render_offpolicy_report(dirs, out, methods))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m experiments.report.offpolicy", description=__doc__.splitlines()[0])
-    p.add_argument("dirs", nargs="+", help="off-policy cells (comparison sweeps) or directories above them")
-    p.add_argument("--out", default=None, help="where offpolicy.md / offpolicy_n<h>.png go "
-                                               "(default: the one root given, else the cells' common parent)")
-    p.add_argument("--methods", default=None, help="comma-separated methods (default: every method of the cells)")
-    a = p.parse_args(argv)
-    try:
-        markdown, pngs, cells = render_offpolicy_report(a.dirs, a.out, parse_methods(a.methods))
-    except ReportError as e:
-        print(f"report: {e}", file=sys.stderr)
-        return 2
-    print(markdown)
-    out = Path(a.out) if a.out is not None else default_out(a.dirs, cells)
-    print(f"[off-policy map written to {out / 'offpolicy.md'} and {len(pngs)} figures beside it]", file=sys.stderr)
-    return 0
+    return grid.run_cli(CLI, argv)
 
 
 if __name__ == "__main__":
