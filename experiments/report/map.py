@@ -356,7 +356,7 @@ def parse_methods(text: str | None) -> list[str] | None:
 CLI = grid.GridCli(prog="python -m experiments.report.map", description=__doc__.splitlines()[0], title="map",
                    cell_kind="map", report_file="map.md", figures="heat maps",
                    methods_help="comma-separated methods; the first is the baseline", parse_methods=parse_methods,
-                   render=lambda dirs, out, methods: render_map_report(dirs, out, methods))
+                   render=render_map_report)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -276,7 +276,7 @@ def parse_methods(text: str | None) -> list[str] | None:
 CLI = grid.GridCli(prog="python -m experiments.report.offpolicy", description=__doc__.splitlines()[0],
                    title="off-policy map", cell_kind="off-policy", report_file="offpolicy.md", figures="figures",
                    methods_help="comma-separated methods (default: every method of the cells)",
-                   parse_methods=parse_methods, render=lambda dirs, out, methods: render_offpolicy_report(dirs, out, methods))
+                   parse_methods=parse_methods, render=render_offpolicy_report)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
