@@ -20,14 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from experiments.report.keys import RUN_FILES, ReportError
-from experiments.report.load import Run, config_get, config_value
+from experiments.report.load import Run, config_get, config_value, is_run_dir
 
 #: ``absent`` of :func:`config_values` for a key every run's config must hold
 REQUIRED = object()
-
-
-def is_run_dir(d: Path) -> bool:
-    return all((d / f).is_file() for f in RUN_FILES)
 
 
 def is_cell(d: Path) -> bool:
@@ -127,5 +123,5 @@ def run_cli(cli: GridCli, argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["REQUIRED", "GridCli", "config_values", "default_out", "find_cells", "is_cell", "is_run_dir",
-           "one_config_value", "parse_methods", "run_cli"]
+__all__ = ["REQUIRED", "GridCli", "config_values", "default_out", "find_cells", "is_cell", "one_config_value",
+           "parse_methods", "run_cli"]

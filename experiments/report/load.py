@@ -75,15 +75,14 @@ def config_value(config: Mapping[str, Any], run_dir: Path, *candidates: str) -> 
     raise ReportError(f"config.yaml of run {run_dir} has no {' / '.join(candidates)}")
 
 
+def is_run_dir(d: Path) -> bool:
+    """A directory holding every file of a run (:data:`RUN_FILES`)."""
+    return all((d / f).is_file() for f in RUN_FILES)
+
+
 def find_run_dirs(root: str | Path) -> list[Path]:
     """Directories under ``root`` (inclusive) holding metrics.jsonl, config.yaml and summary.json."""
-    root = Path(root)
-    found = []
-    for metrics in sorted(root.rglob("metrics.jsonl")):
-        d = metrics.parent
-        if all((d / f).is_file() for f in RUN_FILES):
-            found.append(d)
-    return found
+    return [m.parent for m in sorted(Path(root).rglob("metrics.jsonl")) if is_run_dir(m.parent)]
 
 
 def load_run(run_dir: str | Path) -> Run:

@@ -37,8 +37,8 @@ import numpy as np
 from algos import metric_keys as mk
 from experiments.report import grid
 from experiments.report.conclusion import Comparison, compare_at_matched_budgets
-from experiments.report.horizons import HorizonResult, load_horizon
 from experiments.report.grid import config_values, one_config_value
+from experiments.report.horizons import HorizonResult, load_horizon
 from experiments.report.keys import CONCLUSION_AXES, CRITIC_EV_KEY, EV_NA, METHODS_WITH_CRITIC, ReportError
 from experiments.report.load import method_order
 from experiments.report.stats import fmt_seeds

@@ -35,9 +35,9 @@ import numpy as np
 from algos import metric_keys as mk
 from experiments.report import grid
 from experiments.report.conclusion import Comparison, compare_at_matched_budgets, eval_curve
+from experiments.report.grid import one_config_value
 from experiments.report.horizons import horizon_of
 from experiments.report.keys import CONCLUSION_AXES, ReportError
-from experiments.report.grid import one_config_value
 from experiments.report.load import Run, group_runs, load_runs, method_order
 from experiments.report.stats import fmt_seeds, interpolate_to_grid
 from experiments.report.tables import per_run_mean
