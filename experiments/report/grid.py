@@ -3,7 +3,7 @@
 A cell is one comparison sweep: a directory that directly holds run directories (each with
 :data:`~experiments.report.keys.RUN_FILES`). A directory given that is not a cell is searched for
 cells below it. A cell's grid position is read from its runs' configs, one value per key
-(:func:`one_config_value`). The reports are written to ``--out``, by default the one directory
+(:func:`one_config_value`); two cells at one position are an error (:func:`load_cells`). The reports are written to ``--out``, by default the one directory
 given when it is not a cell, else the cells' common parent (:func:`default_out`). ``--methods`` is
 a list of distinct comma-separated names (:func:`parse_methods`). Every bad input is one line on
 stderr, ``report: ...``, exit code 2 (:func:`run_cli`).
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,23 @@ def find_cells(root: str | Path, kind: str, example: str) -> list[Path]:
     if not cells:
         raise ReportError(f"no {kind} cell under {root}; allowed: a comparison sweep directory holding run "
                           f"directories (with {', '.join(RUN_FILES)}), e.g. {example}, or a directory above such sweeps")
+    return cells
+
+
+def load_cells(dirs: Sequence[str | Path], kind: str, example: str, load: Callable[[Path], Any],
+               position: Callable[[Any], tuple[Hashable, str]]) -> list:
+    """Every cell of ``dirs`` (each a cell or a directory above cells; :func:`find_cells`), each
+    directory once, by ``load``; ``position(cell)`` is its grid position and that position in words.
+    ``ReportError`` when no directory is given or two cells hold one position (naming both)."""
+    if not dirs:
+        raise ReportError(f"no directories given; allowed: one or more {kind} cells or directories above them")
+    cells = [load(d) for d in dict.fromkeys(c.resolve() for d in dirs for c in find_cells(d, kind, example))]
+    seen: dict[Hashable, Path] = {}
+    for c in cells:
+        key, words = position(c)
+        if key in seen:
+            raise ReportError(f"two cells at {words}: {seen[key]} and {c.cell_dir}")
+        seen[key] = c.cell_dir
     return cells
 
 
@@ -123,5 +140,5 @@ def run_cli(cli: GridCli, argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["REQUIRED", "GridCli", "config_values", "default_out", "find_cells", "is_cell", "one_config_value",
-           "parse_methods", "run_cli"]
+__all__ = ["REQUIRED", "GridCli", "config_values", "default_out", "find_cells", "is_cell", "load_cells",
+           "one_config_value", "parse_methods", "run_cli"]

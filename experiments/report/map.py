@@ -120,9 +120,13 @@ def cap_text(cell: "MapCell") -> str:
     return " / ".join(str(v) for v in config_values(_runs(cell.result), CAP_KEY, "not recorded"))
 
 
+#: what the map's cells are called in errors, and an example cell path
+CELL_KIND, CELL_EXAMPLE = "map", "<map>/p0.5/n32"
+
+
 def find_cells(root: str | Path) -> list[Path]:
     """``root`` when it is a cell, else every cell below it (sorted); ``ReportError`` when none."""
-    return grid.find_cells(root, "map", "<map>/p0.5/n32")
+    return grid.find_cells(root, CELL_KIND, CELL_EXAMPLE)
 
 
 def load_cell(cell_dir: Path, methods: Sequence[str] | None = None) -> MapCell:
@@ -140,17 +144,8 @@ def load_cell(cell_dir: Path, methods: Sequence[str] | None = None) -> MapCell:
 def load_map(dirs: Sequence[str | Path], methods: Sequence[str] | None = None) -> list[MapCell]:
     """Every cell of ``dirs`` (each a cell or a directory above cells), sorted by horizon then
     check probability; two cells at one grid position are an error."""
-    if not dirs:
-        raise ReportError("no directories given; allowed: one or more map cells or directories above them")
-    cell_dirs = list(dict.fromkeys(c.resolve() for d in dirs for c in find_cells(d)))
-    cells = [load_cell(d, methods) for d in cell_dirs]
-    seen: dict[tuple[int, float], Path] = {}
-    for c in cells:
-        key = (c.horizon, c.check_prob)
-        if key in seen:
-            raise ReportError(f"two cells at {c.horizon} decisions, check_prob {c.check_prob:g}: "
-                              f"{seen[key]} and {c.cell_dir}")
-        seen[key] = c.cell_dir
+    cells = grid.load_cells(dirs, CELL_KIND, CELL_EXAMPLE, lambda d: load_cell(d, methods),
+                            lambda c: ((c.horizon, c.check_prob), f"{c.horizon} decisions, check_prob {c.check_prob:g}"))
     return sorted(cells, key=lambda c: (c.horizon, c.check_prob))
 
 

@@ -122,23 +122,20 @@ def load_cell(cell_dir: Path, methods: Sequence[str] | None = None) -> OffPolicy
     return OffPolicyCell(horizon_of(runs), setting, one(MODE_KEY, str), Path(cell_dir), by_method)
 
 
+#: what the off-policy map's cells are called in errors, and an example cell path
+CELL_KIND, CELL_EXAMPLE = "off-policy", "<sweep-dir>/offpolicy/n8/k1-float32-none"
+
+
 def find_cells(root: str | Path) -> list[Path]:
     """``root`` when it is a cell, else every cell below it (sorted); ``ReportError`` when none."""
-    return grid.find_cells(root, "off-policy", "<sweep-dir>/offpolicy/n8/k1-float32-none")
+    return grid.find_cells(root, CELL_KIND, CELL_EXAMPLE)
 
 
 def load_offpolicy(dirs: Sequence[str | Path], methods: Sequence[str] | None = None) -> list[OffPolicyCell]:
     """Every cell of ``dirs``, by horizon, then in the map's grid order (:func:`grid_settings`: the
     baseline first), other settings last; two cells at one (horizon, setting) are an error."""
-    if not dirs:
-        raise ReportError("no directories given; allowed: one or more off-policy cells or directories above them")
-    cells = [load_cell(d, methods) for d in dict.fromkeys(c.resolve() for d in dirs for c in find_cells(d))]
-    seen: dict[tuple[int, Setting], Path] = {}
-    for c in cells:
-        if (c.horizon, c.setting) in seen:
-            raise ReportError(f"two cells at {c.horizon} decisions, {c.setting.name}: {seen[c.horizon, c.setting]} "
-                              f"and {c.cell_dir}")
-        seen[c.horizon, c.setting] = c.cell_dir
+    cells = grid.load_cells(dirs, CELL_KIND, CELL_EXAMPLE, lambda d: load_cell(d, methods),
+                            lambda c: ((c.horizon, c.setting), f"{c.horizon} decisions, {c.setting.name}"))
     order = grid_settings()
     return sorted(cells, key=lambda c: (c.horizon, order.index(c.setting) if c.setting in order else len(order),
                                         c.setting.staleness, c.setting.name))

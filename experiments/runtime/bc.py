@@ -13,9 +13,8 @@ Minibatches: ``batch_rows`` rows drawn by ``torch.randperm`` (one permutation pe
 minibatch is computed as length-bucketed micro-batches (``bc_micro_batches``: rows of near-equal
 length, each trimmed to its own longest row, ``algos.batch.length_buckets``) whose losses are
 summed over the whole minibatch's action tokens before the step: the same loss and gradient as one
-padded forward of the minibatch with fewer padded positions (random minibatches of the learn
-presets' demos are ~0.63 real tokens; BC ran 1.7x faster there). Logits only before the action
-tokens (``PolicyModel.forward_at``).
+padded forward of the minibatch with fewer padded positions. Logits only before the action tokens
+(``PolicyModel.forward_at``).
 
 ``processes = P > 1``: data parallel (``torch.distributed``, gloo, P - 1 spawned workers plus the
 caller as rank 0, one torch thread each). Every rank holds the same model; a minibatch's rows are
@@ -25,11 +24,12 @@ clipped step on every rank. The sum of the shares is ``L(B)``, so the result equ
 one-process one up to float summation order (``tests/experiments/test_warmstart.py``), and it is
 deterministic for a given ``P``, which is why ``warmstart.processes`` is part of the warm start's
 cache key. It pays where a core would otherwise idle: a sweep's other jobs wait on the warm start's
-lock while it is built.
+lock while it is built. A worker ends with ``os._exit`` once its group is destroyed (``_exit_worker``).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -155,6 +155,17 @@ def _worker(job: str) -> None:
         dist.destroy_process_group()
 
 
+def _exit_worker(job: str) -> None:
+    """Run the worker of ``job``, then end the process without interpreter finalization: its
+    result went to rank 0 by the collectives, and the C++ destructors that finalization runs can
+    find a gloo thread still joinable and call ``std::terminate`` (SIGABRT, exit -6), which would
+    report a finished rank as failed. An exception in the worker propagates (a non-zero exit)."""
+    _worker(job)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def behaviour_clone(model: nn.Module, trajs: list, epochs: int, lr: float, batch_rows: int, seed: int,
                     processes: int = 1, bucketed: bool = True, max_tokens: int | None = None) -> list[float]:
     """Behaviour-clone ``model`` in place on the trajectories ``trajs`` (module docstring); returns
@@ -202,4 +213,4 @@ __all__ = ["BCData", "bc_micro_batches", "behaviour_clone", "rank_share"]
 
 
 if __name__ == "__main__":
-    _worker(__import__("sys").argv[1])
+    _exit_worker(sys.argv[1])

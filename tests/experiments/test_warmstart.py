@@ -265,6 +265,28 @@ def test_data_parallel_behaviour_clone_matches_one_process(tmp_path):
         behaviour_clone(two, trajs, epochs=1, lr=1e-3, batch_rows=8, seed=5, processes=0)
 
 
+def test_a_data_parallel_worker_ends_without_interpreter_finalization(tmp_path):
+    """``python -m experiments.runtime.bc JOB`` trains its rank, then ends by ``os._exit(0)``: the
+    C++ destructors of finalization can abort a finished gloo rank (SIGABRT), so an ``atexit``
+    hook, which runs only at finalization, never runs. Job: rank 0 of a world of 1."""
+    import subprocess
+    import sys
+
+    from experiments.runtime.bc import BCData
+
+    c = tiny(tmp_path, "warmstart.demos=4")
+    torch.manual_seed(0)
+    job, flag = tmp_path / "rank0.pt", tmp_path / "finalized"
+    torch.save({"rank": 0, "world": 1, "rendezvous": str(tmp_path / "rendezvous"), "model": PolicyModel(policy_shape(c)),
+                "batch": BCData.of(demonstrations(c)), "args": (1, 1e-3, 4, 5, None)}, job)
+    code = ("import atexit, pathlib, runpy, sys; atexit.register(pathlib.Path(sys.argv[2]).touch); "
+            "sys.argv = sys.argv[:2]; runpy.run_module('experiments.runtime.bc', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code, str(job), str(flag)], cwd=Path(CONFIGS).parent,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not flag.exists()
+
+
 def test_unbucketed_behaviour_clone_is_one_forward_at_per_minibatch_bitwise(tmp_path):
     """``bucketed=False`` (the two-agent warm start's computation, cache key bc=2) is exactly the
     pre-micro-batch loop: one ``forward_at`` of each minibatch padded to its longest row, rows in
