@@ -87,10 +87,11 @@ def run(args: argparse.Namespace) -> int:
                   flush=True)
     sync, asyn = statistics.median(walls["sync"]), statistics.median(walls["async"])
     print(f"\nrun: {' '.join(config)} ({len(lines['sync'])} updates, median of {args.repeats})")
-    print(f"| mode | wall s / update | trainer waits s / update | sampler waits s / batch |\n|---|---|---|---|")
+    print("| mode | wall s / update | trainer waits s / update | sampler waits s / batch |\n|---|---|---|---|")
     print(f"| sync (simulated lag {args.staleness}) | {sync:.2f} | - | - |")
-    print(f"| async (staleness {args.staleness}) | {asyn:.2f} | {statistics.median(waits['async/trainer_wait_seconds']):.2f} "
-          f"| {statistics.median(waits['async/sampler_wait_seconds']):.2f} |")
+    trainer_wait, sampler_wait = (statistics.median(waits[k]) for k in (mk.ASYNC_TRAINER_WAIT_SECONDS,
+                                                                         mk.ASYNC_SAMPLER_WAIT_SECONDS))
+    print(f"| async (staleness {args.staleness}) | {asyn:.2f} | {trainer_wait:.2f} | {sampler_wait:.2f} |")
     print(f"ratio sync / async: {sync / asyn:.2f}x; metrics equal (wall-clock keys aside): {'yes' if equal else 'NO'}")
     return 0 if equal else 1
 

@@ -127,7 +127,7 @@ def run_stats(lines: list[dict], summary: dict, epochs: int, peak_rss_mb: float,
     last = lines[-1]
     for key in (mk.COMPUTE_GENERATED_TOKENS, mk.COMPUTE_OBSERVATION_TOKENS):
         if key not in last:
-            raise ValueError(f"metrics.jsonl lacks {key!r}; has {sorted(k for k in last if k.startswith('compute/'))}")
+            raise ValueError(f"metrics.jsonl lacks {key!r}; has {sorted(k for k in last if k.startswith(mk.COMPUTE))}")
     trained = [m for m in lines if mk.TRAIN_UPDATE_SECONDS in m and mk.TRAIN_TOKENS in m]
     collect = sum(float(m[mk.ROLLOUT_COLLECT_SECONDS]) for m in lines)
     generated = sum(float(m[mk.ROLLOUT_GENERATED_TOKENS_PER_SECOND]) * float(m[mk.ROLLOUT_COLLECT_SECONDS]) for m in lines)

@@ -40,6 +40,8 @@ from pathlib import Path
 
 import torch
 
+from algos import metric_keys as mk
+
 #: dense bfloat16 peak TFLOP/s by a substring of the device name (vendor data sheets)
 PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}
 #: the files of a model directory that are not weights
@@ -141,7 +143,7 @@ def markdown(r: dict) -> str:
     mfu = "n/a (unknown peak)" if r["update_mfu"] is None else f"{100 * r['update_mfu']:.1f} %"
     mem = "n/a (CPU)" if r["peak_memory_mib"] is None else f"{r['peak_memory_mib']:.0f} MiB"
     lines += ["", f"Update model FLOP utilisation {mfu}; peak CUDA memory {mem}.", ""]
-    lines += [f"- `{t['algo']}`, {t['summary'].get('updates', '?')} updates, {t['summary'].get('compute/rollouts', '?')} rollouts: exit {t['returncode']}, {t['seconds']:.0f} s" for t in r["train"]]
+    lines += [f"- `{t['algo']}`, {t['summary'].get('updates', '?')} updates, {t['summary'].get(mk.COMPUTE_ROLLOUTS, '?')} rollouts: exit {t['returncode']}, {t['seconds']:.0f} s" for t in r["train"]]
     return "\n".join(lines) + "\n"
 
 

@@ -197,11 +197,6 @@ def _pair_knobs(c) -> dict:
 
 @pytest.mark.parametrize("algo", ["ppo_ctde", "ppo_independent"])
 def test_pair_claims_config_reproduces_the_former_pair_defaults(algo):
-    import dataclasses
-
-    from experiments.claims.common import pair_claims_config
-    from experiments.runtime.schema import AlgoConfig
-
     c = pair_claims_config(algo)
     assert _pair_knobs(c) == {**CLAIMS_PAIR_KNOBS, "algo": algo}
     # eval.tasks=24 x 1 sample: one episode on each held-out task 0..23 (algos.evaluation.evaluation_rollouts)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 import yaml
@@ -19,7 +18,7 @@ from algos.metrics import mixed_group_probability
 from entry import run_entry
 from experiments import report as R
 
-from report_fixtures import FINAL_SUCCESS, GROUP_SIZE, SEEDS, make_sweep, write_run  # noqa: E402
+from report_fixtures import GROUP_SIZE, make_sweep, write_run  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

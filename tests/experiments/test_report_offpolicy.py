@@ -141,7 +141,7 @@ def test_two_cells_at_one_setting_mixed_cells_and_none_found_are_errors(tmp_path
     shutil.move(tmp_path / "mixed" / "n8" / K2.name / "long_horizon_v3-ppo_long-s0", tmp_path / "mixed" / "n8" / K1.name)
     with pytest.raises(ReportError, match=r"one rollout.staleness; .*k1-float32-none holds \[1, 2\]"):
         render_offpolicy_report([tmp_path / "mixed" / "n8" / K1.name], tmp_path)
-    bare = write_run(tmp_path / "bare" / "long_horizon_v3-grpo-s0", "grpo", "long_horizon_v3", 0)
+    write_run(tmp_path / "bare" / "long_horizon_v3-grpo-s0", "grpo", "long_horizon_v3", 0)
     with pytest.raises(ReportError, match=r"config.yaml of run .*bare/long_horizon_v3-grpo-s0 has no rollout.staleness"):
         render_offpolicy_report([tmp_path / "bare"], tmp_path)
     (tmp_path / "empty" / "sub").mkdir(parents=True)
