@@ -3,10 +3,11 @@
 A cell is one comparison sweep: a directory that directly holds run directories (each with
 :data:`~experiments.report.keys.RUN_FILES`). A directory given that is not a cell is searched for
 cells below it. A cell's grid position is read from its runs' configs, one value per key
-(:func:`one_config_value`); two cells at one position are an error (:func:`load_cells`). The reports are written to ``--out``, by default the one directory
-given when it is not a cell, else the cells' common parent (:func:`default_out`). ``--methods`` is
-a list of distinct comma-separated names (:func:`parse_methods`). Every bad input is one line on
-stderr, ``report: ...``, exit code 2 (:func:`run_cli`).
+(:func:`one_config_value`); two cells at one position are an error (:func:`load_cells`). The
+reports are written to ``--out``, by default the one directory given when it is not a cell, else
+the cells' common parent (:func:`default_out`). ``--methods`` is a list of distinct
+comma-separated names (:func:`parse_methods`). Every bad input is one line on stderr,
+``report: ...``, exit code 2 (:func:`run_cli`).
 """
 
 from __future__ import annotations
