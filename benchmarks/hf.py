@@ -256,9 +256,11 @@ def bench_shared_update(c, trajs: list, repeats: int) -> dict:
     on the reading-task rollouts ``trajs`` with the shared-prefix training forward next to the
     unshared one, from the same start weights each repeat: processed ids per second."""
     from experiments.runtime.build import hf_policy
-    from experiments.runtime.config import compose_config, validate
+    from experiments.runtime.config import compose_config
 
-    budget = validate(compose_config(["policy=smollm2"])).policy.micro_batch_tokens
+    # read unvalidated: validation resolves policy.path, which needs SmolLM2 fetched, and this
+    # benchmark runs on whatever --model names
+    budget = int(compose_config(["policy=smollm2"]).policy.micro_batch_tokens)
     c.policy.lora_r = 8
     trajs = [t for t in trajs if len(t.segments) == 1]
     for i, t in enumerate(trajs):

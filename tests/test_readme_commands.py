@@ -24,7 +24,8 @@ worker processes: that one runs as a subprocess (``sys.executable``).
   fixture sweeps, ``--check-probs`` (the map) in tests/experiments/test_compare_map.py, and
   ``experiments.report.map`` on fixture cells in tests/experiments/test_report_map.py, ``--off-policy``
   (the off-policy map) in tests/experiments/test_compare_offpolicy.py, and
-  ``experiments.report.offpolicy`` on fixture cells in tests/experiments/test_report_offpolicy.py);
+  ``experiments.report.offpolicy`` on fixture cells in tests/experiments/test_report_offpolicy.py,
+  ``experiments.report.archive`` on fixture sweeps in tests/experiments/test_report_archive.py);
   ``experiments.report.ablation``: run on fixture sweeps by
   tests/experiments/test_report_ablation.py;
 - ``experiments.warmstart``: ``experiment=tiny``;
@@ -151,7 +152,9 @@ def tiny_case(cmd: str) -> Case:
         # the GPU call: its CUDA-less dry run (the whole script, 2 blocks) by its own test
         return Case(exe + args, covered_by="tests/benchmarks/test_bench_gpu.py")
     if module == "benchmarks" and args == ["hf"]:
-        return Case(exe + args + ["--rows", "2", "--new", "4", "--turns", "2", "--action", "2", "--repeats", "1"], env)
+        # with an empty model cache: the tiny model's benchmark needs no fetched SmolLM2
+        return Case(exe + args + ["--rows", "2", "--new", "4", "--turns", "2", "--action", "2", "--repeats", "1"],
+                    {**env, "AGENTRL_MODELS": "empty-model-cache"})
     if module == "experiments.train" and "-m" in args:
         assert any(a.startswith("experiment=compare_") for a in args), cmd
         # one joblib worker process (a second one costs its own imports: seconds at this scale)
@@ -184,6 +187,8 @@ def tiny_case(cmd: str) -> Case:
         return Case(exe + args, covered_by="tests/experiments/test_compare_offpolicy.py")
     if module == "experiments.report.offpolicy":
         return Case(exe + args, covered_by="tests/experiments/test_report_offpolicy.py")
+    if module == "experiments.report.archive":
+        return Case(exe + args, covered_by="tests/experiments/test_report_archive.py")
     if module == "experiments.compare" and "--horizons" in args:
         # one sweep per horizon: run at --tiny (two horizons, two methods) by its own end-to-end test
         return Case(exe + args, covered_by="tests/experiments/test_compare_horizons.py")

@@ -96,6 +96,9 @@ TABLE_SUMMARY_KEYS = (
 
 #: The files that make a directory a run directory.
 RUN_FILES = ("metrics.jsonl", "config.yaml", "summary.json")
+#: A run record (``python -m experiments.report.archive``): a run directory's metrics gzipped, read
+#: in place of ``metrics.jsonl`` where a directory has no ``metrics.jsonl``.
+ARCHIVED_METRICS = "metrics.jsonl.gz"
 
 
 class ReportError(ValueError):

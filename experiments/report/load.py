@@ -3,6 +3,7 @@ in :mod:`experiments.report.keys`, and group them by environment and method."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,6 +18,7 @@ from algos import metric_keys as mk
 from algos.registry import load_builtin_trainers
 
 from experiments.report.keys import (
+    ARCHIVED_METRICS,
     CONCLUSION_AXES,
     CRITIC_EV_KEY,
     CRITIC_KEYS,
@@ -75,14 +77,42 @@ def config_value(config: Mapping[str, Any], run_dir: Path, *candidates: str) -> 
     raise ReportError(f"config.yaml of run {run_dir} has no {' / '.join(candidates)}")
 
 
+def metrics_file(d: Path) -> Path | None:
+    """``d/metrics.jsonl``, else a run record's ``d/metrics.jsonl.gz`` (:data:`ARCHIVED_METRICS`), else None."""
+    for name in (RUN_FILES[0], ARCHIVED_METRICS):
+        if (d / name).is_file():
+            return d / name
+    return None
+
+
 def is_run_dir(d: Path) -> bool:
-    """A directory holding every file of a run (:data:`RUN_FILES`)."""
-    return all((d / f).is_file() for f in RUN_FILES)
+    """A directory holding every file of a run (:data:`RUN_FILES`; the metrics may be a run record's
+    ``metrics.jsonl.gz``)."""
+    return metrics_file(d) is not None and all((d / f).is_file() for f in RUN_FILES[1:])
 
 
 def find_run_dirs(root: str | Path) -> list[Path]:
-    """Directories under ``root`` (inclusive) holding metrics.jsonl, config.yaml and summary.json."""
-    return [m.parent for m in sorted(Path(root).rglob("metrics.jsonl")) if is_run_dir(m.parent)]
+    """Directories under ``root`` (inclusive) holding metrics.jsonl (or metrics.jsonl.gz), config.yaml
+    and summary.json, sorted."""
+    root = Path(root)
+    found = {m.parent for name in (RUN_FILES[0], ARCHIVED_METRICS) for m in root.rglob(name)}
+    return sorted(d for d in found if is_run_dir(d))
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines of ``metrics.jsonl`` (or its gzipped record); :class:`ReportError` naming the
+    file and line of one that is not JSON, or when there is none."""
+    text = gzip.decompress(path.read_bytes()).decode() if path.name == ARCHIVED_METRICS else path.read_text()
+    metrics = []
+    for i, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                metrics.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ReportError(f"{path} line {i} is not JSON: {e}") from None
+    if not metrics:
+        raise ReportError(f"{path} has no updates")
+    return metrics
 
 
 def load_run(run_dir: str | Path) -> Run:
@@ -91,15 +121,10 @@ def load_run(run_dir: str | Path) -> Run:
     config = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
     assert isinstance(config, dict)
     summary = json.loads((run_dir / "summary.json").read_text())
-    metrics = []
-    for i, line in enumerate((run_dir / "metrics.jsonl").read_text().splitlines(), start=1):
-        if line.strip():
-            try:
-                metrics.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise ReportError(f"{run_dir}/metrics.jsonl line {i} is not JSON: {e}") from None
-    if not metrics:
-        raise ReportError(f"{run_dir}/metrics.jsonl has no updates")
+    path = metrics_file(run_dir)
+    if path is None:
+        raise ReportError(f"run {run_dir} has neither {RUN_FILES[0]} nor {ARCHIVED_METRICS}")
+    metrics = read_metrics(path)
     algo = str(config_value(config, run_dir, "algo.name"))
     env = str(config_value(config, run_dir, "env.name"))
     seed = int(config_value(config, run_dir, "seed"))
