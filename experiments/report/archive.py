@@ -9,9 +9,10 @@ byte for byte and its ``metrics.jsonl`` gzipped as ``metrics.jsonl.gz`` (no time
 gzip header, so one run always gives the same bytes); checkpoints, transcripts and wandb files are
 left out. The reports read a record as they read a run directory, so
 ``python -m experiments.report.offpolicy DST/...`` renders from records, alone or beside live
-cells. An unfinished run (no ``summary.json``) is not a run directory and is skipped. A record
-that exists with other bytes is an error naming it, before anything is written: records are not
-overwritten by a different run.
+cells. An unfinished run (no ``summary.json``) is not a run directory and is skipped. A record is
+written once: one that exists with the run's ``config.yaml`` and metrics is kept as it is (resuming
+a finished run rewrites only its summary's process clocks), and one that holds another run (other
+config or metrics) is an error naming it, before anything is written.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from experiments.report.load import find_run_dirs, load_run
 
 #: the files copied byte for byte into a record
 COPIED = RUN_FILES[1:]
+#: the files that say which run a record holds
+IDENTITY = (RUN_FILES[1], ARCHIVED_METRICS)
 
 
 @dataclass(frozen=True)
@@ -52,9 +55,9 @@ def record_of(run_dir: Path, record_dir: Path) -> Record:
 
 
 def plan(sources: Sequence[str | Path], out: str | Path) -> list[Record]:
-    """The records of every run directory under ``sources`` into ``out``; ``ReportError`` when a
-    source is not a directory, holds no finished run, two runs map to one record, or a record on
-    disk differs from the one its run gives."""
+    """The records to write of every run directory under ``sources`` into ``out``, leaving out
+    those already written for the same run; ``ReportError`` when a source is not a directory, holds
+    no finished run, two runs map to one record, or a record on disk holds another run."""
     records: dict[Path, Record] = {}
     for src in map(Path, sources):
         if not src.is_dir():
@@ -67,13 +70,18 @@ def plan(sources: Sequence[str | Path], out: str | Path) -> list[Record]:
             if target.resolve() in records:
                 raise ReportError(f"{run} and {records[target.resolve()].run_dir} would both be recorded at {target}")
             records[target.resolve()] = record_of(run, target)
-    for r in records.values():
-        for name, data in r.files.items():
-            path = r.record_dir / name
-            if path.exists() and path.read_bytes() != data:
-                raise ReportError(f"record {path} exists and differs from run {r.run_dir}; allowed: a new --out or "
-                                  "removing that record first")
-    return list(records.values())
+    return [r for r in records.values() if not written(r)]
+
+
+def written(r: Record) -> bool:
+    """Whether ``r``'s record exists for the same run; ``ReportError`` when it holds another run."""
+    if not all((r.record_dir / name).is_file() for name in IDENTITY):
+        return False
+    for name in IDENTITY:
+        if (r.record_dir / name).read_bytes() != r.files[name]:
+            raise ReportError(f"record {r.record_dir / name} holds another run than {r.run_dir}; allowed: a new "
+                              "--out or removing that record first")
+    return True
 
 
 def write(records: Sequence[Record]) -> None:
@@ -96,11 +104,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     write(records)
     for r in records:
         print(f"{r.run_dir} -> {r.record_dir} ({r.size / 1024:.1f} KiB)")
-    print(f"{len(records)} run records, {sum(r.size for r in records) / 1024:.1f} KiB, under {args.out}", file=sys.stderr)
+    print(f"{len(records)} new run records, {sum(r.size for r in records) / 1024:.1f} KiB, under {args.out}",
+          file=sys.stderr)
     return 0
 
 
-__all__ = ["COPIED", "Record", "main", "plan", "record_of", "write"]
+__all__ = ["COPIED", "IDENTITY", "Record", "main", "plan", "record_of", "write", "written"]
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ def test_a_record_reads_as_its_run(tmp_path):
         run, record = load_run(run_dir), load_run(record_dir)
         assert (record.algo, record.env, record.seed) == (run.algo, run.env, run.seed)
         assert (record.metrics, record.summary, record.config) == (run.metrics, run.summary, run.config)
-    assert str(records[0]) in out.stdout and "6 run records" in out.stderr
+    assert str(records[0]) in out.stdout and "6 new run records" in out.stderr
 
 
 def test_a_report_from_records_is_the_report_from_the_runs(tmp_path):
@@ -52,26 +52,34 @@ def test_records_are_the_same_bytes_every_time_and_rearchiving_is_a_no_op(tmp_pa
     src = make_sweep(tmp_path / "sweep")
     assert _archive(src, "--out", tmp_path / "a").returncode == 0
     assert _archive(src, "--out", tmp_path / "b").returncode == 0
-    assert _archive(src, "--out", tmp_path / "a").returncode == 0  # identical records: nothing to refuse
+    again = _archive(src, "--out", tmp_path / "a")  # the same runs: nothing to write, nothing to refuse
+    assert again.returncode == 0 and again.stdout == "" and "0 new run records" in again.stderr
     a = sorted(p for p in (tmp_path / "a").rglob("*") if p.is_file())
     b = sorted(p for p in (tmp_path / "b").rglob("*") if p.is_file())
     assert [p.relative_to(tmp_path / "a") for p in a] == [p.relative_to(tmp_path / "b") for p in b]
     assert all(x.read_bytes() == y.read_bytes() for x, y in zip(a, b))  # gzip header without a timestamp
 
 
-def test_a_record_that_differs_is_refused_before_anything_is_written(tmp_path):
+def test_a_resumed_run_keeps_its_record_and_another_run_is_refused_before_anything_is_written(tmp_path):
     src = make_sweep(tmp_path / "sweep")
     assert _archive(src, "--out", tmp_path / "records").returncode == 0
-    summary = src / "bugfix" / "0" / "summary.json"
-    summary.write_text(json.dumps({**json.loads(summary.read_text()), "eval/success": 0.99}))
-    write_run(src / "bugfix" / "new", "grpo", "bugfix", 0)  # would be a new record
+    record = tmp_path / "records" / "sweep" / "bugfix" / "0"
+    first = (record / "summary.json").read_bytes()
+    summary = src / "bugfix" / "0" / "summary.json"  # resuming a finished run rewrites its process clock
+    summary.write_text(json.dumps({**json.loads(summary.read_text()), "wall_seconds_this_process": 0.002}))
+    write_run(src / "bugfix" / "new", "grpo", "bugfix", 0)  # a new run: a new record
     out = _archive(src, "--out", tmp_path / "records")
-    record = tmp_path / "records" / "sweep" / "bugfix" / "0" / "summary.json"
+    assert out.returncode == 0 and "1 new run records" in out.stderr
+    assert (record / "summary.json").read_bytes() == first and (tmp_path / "records" / "sweep" / "bugfix" / "new").is_dir()
+
+    metrics = src / "bugfix" / "1" / "metrics.jsonl"  # another run at the same place: other metrics
+    metrics.write_text(metrics.read_text().replace('"rollout/mixed_group_rate": 0.5', '"rollout/mixed_group_rate": 0.25'))
+    write_run(src / "bugfix" / "newer", "grpo", "bugfix", 1)  # would be a new record
+    out = _archive(src, "--out", tmp_path / "records")
     assert out.returncode == 2 and out.stderr.strip().splitlines() == [
-        f"archive: record {record} exists and differs from run {src / 'bugfix' / '0'}; allowed: a new --out or "
-        "removing that record first"]
-    assert json.loads(record.read_text())["eval/success"] == 0.5  # FINAL_SUCCESS["grpo"][0], unchanged
-    assert not (tmp_path / "records" / "sweep" / "bugfix" / "new").exists()
+        f"archive: record {tmp_path / 'records' / 'sweep' / 'bugfix' / '1' / 'metrics.jsonl.gz'} holds another run "
+        f"than {src / 'bugfix' / '1'}; allowed: a new --out or removing that record first"]
+    assert not (tmp_path / "records" / "sweep" / "bugfix" / "newer").exists()
 
 
 def test_unfinished_runs_are_left_out_and_bad_sources_are_one_line(tmp_path):
