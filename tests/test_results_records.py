@@ -1,7 +1,8 @@
 """docs/results.md quotes what the committed run records give: the off-policy map's 32-decision cells
-kept under docs/data/offpolicy/n32 (``python -m experiments.report.archive``) re-rendered here
-must give the table's differences at equal rollouts and the baseline's final success, digit for
-digit, so a number in the page cannot drift from the runs it came from."""
+kept under docs/data/offpolicy/n32* (``python -m experiments.report.archive``; one directory per
+machine, each with its own baseline run) re-rendered here must give the table's differences at
+equal rollouts and each baseline's final success, digit for digit, so a number in the page cannot
+drift from the runs it came from."""
 
 from __future__ import annotations
 
@@ -15,15 +16,20 @@ from experiments.report.stats import fmt_seeds
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results.md"
-RECORDS = ROOT / "docs" / "data" / "offpolicy" / "n32"
+RECORDS = sorted((ROOT / "docs" / "data" / "offpolicy").glob("n32*"))
 TABLE = "| 32 decisions, setting - baseline, equal rollouts"
 METHODS = ("grpo", "ppo_long")
 CORRECTION_WORDS = {"none": "no correction", "decoupled": "`decoupled` (token TIS)", "token-mask": "`token-mask`"}
 
 
-@pytest.fixture(scope="module")
-def cells():
-    return load_offpolicy([RECORDS], METHODS)
+@pytest.fixture(scope="module", params=RECORDS, ids=lambda d: d.name)
+def cells(request):
+    return load_offpolicy([request.param], METHODS)
+
+
+def test_each_records_directory_holds_other_settings():
+    settings = [c.setting for d in RECORDS for c in load_offpolicy([d], METHODS) if c.setting != BASELINE]
+    assert RECORDS and len(settings) == len(set(settings))
 
 
 def table_rows() -> dict[str, list[str]]:
