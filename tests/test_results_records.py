@@ -64,6 +64,7 @@ def test_the_32_decision_table_quotes_the_records(cells):
         if cell.setting == BASELINE:
             continue
         quoted = rows[label(cell.setting)]
+        assert f"`{cell.cell_dir.parent.name}`" in quoted[-1], (cell.setting, "the row names its records directory")
         for i, method in enumerate(METHODS):
             at_rollouts = against_baseline(cell, base, method)[0]
             assert at_rollouts.axis == mk.COMPUTE_ROLLOUTS
