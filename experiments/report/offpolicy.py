@@ -192,8 +192,20 @@ def _mean_curve(runs: Sequence[Run]) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def plot_horizon(cells: Sequence[OffPolicyCell], horizon: int, methods: Sequence[str], path: Path) -> Path:
+    """:func:`horizon_figure` written to ``path`` (PNG)."""
+    fig = horizon_figure(cells, horizon, methods)
+    import matplotlib.pyplot as plt  # after horizon_figure has picked the Agg backend
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def horizon_figure(cells: Sequence[OffPolicyCell], horizon: int, methods: Sequence[str]):
     """One panel per (method: rows, correction: columns); per staleness a colour, float32 solid and
-    bfloat16 dashed; the baseline (staleness 0, float32) drawn in every panel of its method."""
+    bfloat16 dashed; the baseline (staleness 0, float32) drawn in every panel of its method. One
+    legend for the figure, below the panels, so that no line is hidden under it."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -202,6 +214,7 @@ def plot_horizon(cells: Sequence[OffPolicyCell], horizon: int, methods: Sequence
     here = [c for c in cells if c.horizon == horizon]
     corrections = list(dict.fromkeys([*CORRECTIONS, *(c.setting.correction for c in here)]))
     ks = sorted({*STALENESS, *(c.setting.staleness for c in here)})
+    handles = {}  # legend label -> (staleness, bfloat16?), its first line
     fig, panels = plt.subplots(len(methods), len(corrections), squeeze=False, sharex=True, sharey=True,
                                figsize=(4.2 * len(corrections), 3.2 * len(methods) + 0.6), layout="constrained")
     for i, method in enumerate(methods):
@@ -213,23 +226,23 @@ def plot_horizon(cells: Sequence[OffPolicyCell], horizon: int, methods: Sequence
                     continue
                 curve = _mean_curve(c.by_method[method])
                 if curve is not None:
-                    ax.plot(*curve, color=f"C{ks.index(s.staleness)}", lw=1.6,
-                            ls="-" if s.sampler_dtype == "float32" else "--",
-                            label=f"k={s.staleness} {s.sampler_dtype}" + (" (baseline)" if s == BASELINE else ""))
+                    label = f"k={s.staleness} {s.sampler_dtype}" + (" (baseline)" if s == BASELINE else "")
+                    line, = ax.plot(*curve, color=f"C{ks.index(s.staleness)}", lw=1.6,
+                                    ls="-" if s.sampler_dtype == "float32" else "--")
+                    handles.setdefault(label, ((s.staleness, s.sampler_dtype != "float32"), line))
             ax.set_title(f"{method}, correction {corr}", fontsize=10)
             ax.grid(alpha=0.3)
             if i == len(methods) - 1:
                 ax.set_xlabel("wall seconds")
             if j == 0:
                 ax.set_ylabel("held-out success")
-            if ax.has_data():
-                ax.legend(fontsize=7, loc="lower right")
+    if handles:
+        order = sorted(handles, key=lambda label: handles[label][0])
+        fig.legend([handles[label][1] for label in order], order, loc="outside lower center",
+                   ncols=min(len(order), 4), fontsize=8)
     fig.suptitle(f"{horizon} decisions: held-out success against wall time (mean over seeds)\n"
                  f"colour: staleness k; solid: float32 sampler, dashed: bfloat16; baseline: k=0 float32, no correction")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def _markdown(cells: Sequence[OffPolicyCell], methods: Sequence[str], pngs: dict[int, Path]) -> str:

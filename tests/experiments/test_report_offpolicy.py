@@ -14,7 +14,8 @@ from scipy import stats
 
 from entry import run_entry
 from experiments.report import ReportError
-from experiments.report.offpolicy import TABLE_COLUMNS, Setting, grid_settings, render_offpolicy_report, table_rows
+from experiments.report.offpolicy import (TABLE_COLUMNS, Setting, grid_settings, horizon_figure, render_offpolicy_report,
+                                         table_rows)
 from report_fixtures import write_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,6 +131,26 @@ def test_every_grid_setting_has_a_row_and_missing_ones_read_not_run(rendered):
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
     assert "## 8 decisions" in markdown and "### ppo_long" in markdown
     assert f"- 8 decisions, k1-float32-none (async): `{root / 'n8' / 'k1-float32-none'}`" in markdown
+
+
+def test_one_legend_below_the_panels_names_each_line_once(rendered):
+    import matplotlib.pyplot as plt
+
+    cells = rendered[3]
+    fig = horizon_figure(cells, 8, ["grpo", "ppo_long"])
+    try:
+        # lines at 8 decisions: the baseline in all 6 panels, k1 in both "none" panels, k2 (bfloat16)
+        # in grpo's "token-mask" panel: three labels, ordered by staleness, then float32 before bfloat16
+        assert [len(ax.get_lines()) for ax in fig.axes] == [2, 1, 2, 2, 1, 1]
+        assert [ax.get_legend() for ax in fig.axes] == [None] * 6
+        [legend] = fig.legends
+        assert [t.get_text() for t in legend.get_texts()] == ["k=0 float32 (baseline)", "k=1 float32", "k=2 bfloat16"]
+        fig.canvas.draw()
+        box = legend.get_window_extent()
+        assert not any(box.overlaps(ax.get_window_extent()) for ax in fig.axes)  # no line under it
+        assert box.y1 < min(ax.get_window_extent().y0 for ax in fig.axes)  # below every panel
+    finally:
+        plt.close(fig)
 
 
 def test_two_cells_at_one_setting_mixed_cells_and_none_found_are_errors(tmp_path):
